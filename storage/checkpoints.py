@@ -1,0 +1,71 @@
+"""Checkpoint files, written atomically, in Kafka's text format.
+
+An offsets checkpoint (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint``) is::
+
+    0                 <- format version
+    2                 <- number of entries
+    orders 0 1234     <- topic, partition, offset
+    orders 1 987
+
+Every write goes to a temporary file that is fsynced and renamed over the old one, and the directory
+is fsynced, so a crash leaves either the old file or the new one, never a torn one.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+CHECKPOINT_VERSION = 0
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_offsets_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offsets_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The checkpoint's entries; an absent file is empty. A malformed file raises ValueError."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise ValueError(f"{path}: truncated checkpoint header")
+    if int(lines[0]) != CHECKPOINT_VERSION:
+        raise ValueError(f"{path}: unsupported checkpoint version {lines[0]!r}")
+    count = int(lines[1])
+    entries = lines[2:]
+    if len(entries) != count:
+        raise ValueError(f"{path}: expected {count} entries, found {len(entries)}")
+    offsets: dict[tuple[str, int], int] = {}
+    for line in entries:
+        topic, partition, offset = line.split(" ")
+        offsets[(topic, int(partition))] = int(offset)
+    return offsets
