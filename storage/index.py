@@ -1,0 +1,332 @@
+"""Sparse segment indexes in Kafka's on-disk format: the offset index and the time index.
+
+Both are files of fixed-size big-endian entries, sorted, memory-mapped while open:
+
+* ``.index`` (``OffsetIndex``), 8 bytes per entry: relative offset (int32, offset minus the
+  segment's base offset) and the byte position in the ``.log`` file (int32) of the batch whose
+  last offset is that offset.
+* ``.timeindex`` (``TimeIndex``), 12 bytes per entry: a timestamp (int64) and the relative offset
+  (int32) of the batch where the segment's maximum timestamp reached that value.
+
+An entry is added every ``index.interval.bytes`` of log, so a lookup lands on a nearby batch and
+the log is scanned forward from there. Like Kafka, a writable index file is preallocated to
+``segment.index.bytes`` (rounded down to whole entries) and trimmed to its entries when the
+segment stops being active or is closed; an index file found on disk is taken to be all entries.
+Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
+and rebuilt by the caller.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class CorruptIndexError(Exception):
+    """An index file is inconsistent with itself or with its segment; rebuild it from the log."""
+
+
+class _MappedIndex:
+    """A file of fixed-size sorted entries, memory-mapped, with a count of valid entries."""
+
+    entry_size: int
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_bytes = max_index_bytes
+        self._mmap: mmap.mmap | None = None
+        self._closed = False
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            newly_created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR)
+            newly_created = False
+        try:
+            if newly_created:
+                if max_index_bytes < self.entry_size:
+                    raise ValueError(f"invalid max index size {max_index_bytes}")
+                os.ftruncate(fd, self._round_down(max_index_bytes))
+            self.length = os.fstat(fd).st_size
+            if self.length > 0:
+                self._mmap = mmap.mmap(fd, self.length)
+        finally:
+            os.close(fd)
+        self.entries = 0 if newly_created else self.length // self.entry_size
+        self.max_entries = self.length // self.entry_size
+
+    def _round_down(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def _relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise ValueError(f"offset {offset} does not fit an index with base offset {self.base_offset}")
+        return relative
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file's length (rounded down to whole entries); False if it already had it."""
+        new_length = self._round_down(new_size)
+        if new_length == self.length:
+            return False
+        if self._mmap is not None and new_length > 0:
+            self._mmap.resize(new_length)
+        else:
+            if self._mmap is not None:
+                self._mmap.close()
+                self._mmap = None
+            os.truncate(self.path, new_length)
+            if new_length > 0:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    self._mmap = mmap.mmap(fd, new_length)
+                finally:
+                    os.close(fd)
+        self.length = new_length
+        self.max_entries = new_length // self.entry_size
+        self.entries = min(self.entries, self.max_entries)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.size_in_bytes)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self.entries = entries
+
+    def reset(self) -> None:
+        """Drop every entry and make room for a full index again."""
+        self._truncate_to_entries(0)
+        self.resize(self.max_index_bytes)
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        """Trim the file to its entries and unmap it."""
+        if not self._closed:
+            self.trim_to_valid_size()
+            self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap without trimming."""
+        self._closed = True
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close_handler()
+        self.path.unlink(missing_ok=True)
+
+    def _check_length(self) -> None:
+        if self.length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"index file {self.path} is corrupt: its {self.length} bytes are not a multiple "
+                f"of the {self.entry_size}-byte entry size"
+            )
+
+    def _largest_lower_bound(self, target: int, key: int) -> int:
+        """The slot of the last entry whose field ``key`` is <= target, or -1 if none is."""
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or self._field(0, key) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self._field(mid, key) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _field(self, slot: int, key: int) -> int:
+        raise NotImplementedError
+
+
+class OffsetIndex(_MappedIndex):
+    """Maps offsets to byte positions in the segment's ``.log`` file (``.index`` files)."""
+
+    entry_size = _OFFSET_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self.last_offset = self._last_entry()[0]
+
+    def _entry(self, slot: int) -> tuple[int, int]:
+        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
+        return self.base_offset + relative, position
+
+    def _field(self, slot: int, key: int) -> int:
+        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)[key]  # type: ignore[arg-type]
+
+    def _last_entry(self) -> tuple[int, int]:
+        return self._entry(self.entries - 1) if self.entries else (self.base_offset, 0)
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The ``n``-th entry as ``(offset, position)``."""
+        if not 0 <= n < self.entries:
+            raise IndexError(f"entry {n} of index {self.path} with {self.entries} entries")
+        return self._entry(n)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry at or below ``offset``; (base_offset, 0) if none."""
+        slot = self._largest_lower_bound(offset - self.base_offset, 0)
+        return self._entry(slot) if slot >= 0 else (self.base_offset, 0)
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry at or below byte ``position``; (base_offset, 0) if none."""
+        slot = self._largest_lower_bound(position, 1)
+        return self._entry(slot) if slot >= 0 else (self.base_offset, 0)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.is_full():
+            raise ValueError(f"attempt to append to the full index {self.path} ({self.entries} entries)")
+        if self.entries and offset <= self.last_offset:
+            raise ValueError(
+                f"attempt to append offset {offset} to index {self.path} at or below its last "
+                f"offset {self.last_offset}"
+            )
+        _OFFSET_ENTRY.pack_into(self._mmap, self.entries * 8, self._relative_offset(offset), position)  # type: ignore[arg-type]
+        self.entries += 1
+        self.last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry for ``offset`` and above."""
+        self._truncate_to_entries(self._largest_lower_bound(offset - self.base_offset - 1, 0) + 1)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self.entries = entries
+        self.last_offset = self._last_entry()[0]
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise ``CorruptIndexError`` unless the index is plausible for a log of ``log_size`` bytes."""
+        self._check_length()
+        if not self.entries:
+            return
+        first_offset, first_position = self._entry(0)
+        last_offset, last_position = self._entry(self.entries - 1)
+        if last_offset < self.base_offset or first_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"index {self.path} has an offset below its base offset {self.base_offset}"
+            )
+        if first_position <= 0 or last_position >= log_size:
+            raise CorruptIndexError(
+                f"index {self.path} has positions [{first_position}, {last_position}] outside "
+                f"its {log_size}-byte log"
+            )
+        if self.entries > 1 and (last_offset <= first_offset or last_position <= first_position):
+            raise CorruptIndexError(f"index {self.path} is not sorted")
+
+
+class TimeIndex(_MappedIndex):
+    """Maps timestamps to offsets (``.timeindex`` files).
+
+    Each entry says: up to this offset, the largest timestamp in the segment is this timestamp.
+    The last slot is kept free for the final entry written when the segment stops being active.
+    """
+
+    entry_size = _TIME_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self.last_entry = self._last_entry_from_file()
+
+    def _entry(self, slot: int) -> tuple[int, int]:
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
+        return timestamp, self.base_offset + relative
+
+    def _field(self, slot: int, key: int) -> int:
+        return _TIME_ENTRY.unpack_from(self._mmap, slot * 12)[key]  # type: ignore[arg-type]
+
+    def _last_entry_from_file(self) -> tuple[int, int]:
+        return self._entry(self.entries - 1) if self.entries else (NO_TIMESTAMP, self.base_offset)
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries - 1
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The ``n``-th entry as ``(timestamp, offset)``."""
+        if not 0 <= n < self.entries:
+            raise IndexError(f"entry {n} of time index {self.path} with {self.entries} entries")
+        return self._entry(n)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """``(timestamp, offset)`` of the last entry at or below ``timestamp``; (-1, base_offset) if none."""
+        slot = self._largest_lower_bound(timestamp, 0)
+        return self._entry(slot) if slot >= 0 else (NO_TIMESTAMP, self.base_offset)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"attempt to append to the full time index {self.path} ({self.entries} entries)")
+        last_timestamp, last_offset = self.last_entry
+        if self.entries and offset < last_offset:
+            raise ValueError(
+                f"attempt to append offset {offset} to time index {self.path} below its last "
+                f"offset {last_offset}"
+            )
+        if self.entries and timestamp < last_timestamp:
+            raise ValueError(
+                f"attempt to append timestamp {timestamp} to time index {self.path} below its "
+                f"last timestamp {last_timestamp}"
+            )
+        if timestamp > last_timestamp:
+            if self.entries >= self.max_entries:
+                self.resize(self.length + self.entry_size)
+            _TIME_ENTRY.pack_into(self._mmap, self.entries * 12, timestamp, self._relative_offset(offset))  # type: ignore[arg-type]
+            self.entries += 1
+            self.last_entry = (timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry for ``offset`` and above."""
+        self._truncate_to_entries(self._largest_lower_bound(offset - self.base_offset - 1, 1) + 1)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self.entries = entries
+        self.last_entry = self._last_entry_from_file()
+
+    def resize(self, new_size: int) -> bool:
+        resized = super().resize(new_size)
+        if resized:
+            self.last_entry = self._last_entry_from_file()
+        return resized
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise ``CorruptIndexError`` unless the index is plausible."""
+        self._check_length()
+        if not self.entries:
+            return
+        first_timestamp, first_offset = self._entry(0)
+        last_timestamp, last_offset = self.last_entry
+        if last_timestamp < first_timestamp:
+            raise CorruptIndexError(
+                f"time index {self.path} ends with timestamp {last_timestamp}, below its first "
+                f"timestamp {first_timestamp}"
+            )
+        if first_offset < self.base_offset or last_offset < first_offset:
+            raise CorruptIndexError(
+                f"time index {self.path} has offsets [{first_offset}, {last_offset}] that are "
+                f"unsorted or below its base offset {self.base_offset}"
+            )
