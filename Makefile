@@ -1,0 +1,21 @@
+# The two set-up commands of the README, and their parts.
+PYTHON ?= python3
+
+.PHONY: run check install install-test test
+
+# Install trafka and start one broker on 127.0.0.1:9092 with data in ./trafka-data.
+run: install
+	trafka
+
+# Install everything the tests need (Python, npm and Debian packages) and run the whole suite.
+check: install-test test
+
+install:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e .
+
+install-test:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	bash compat_tests/setup.sh
+
+test:
+	$(PYTHON) -m pytest

@@ -1,0 +1,6 @@
+"""``python -m broker`` runs the ``trafka`` command."""
+import sys
+
+from broker.cli import main
+
+sys.exit(main())

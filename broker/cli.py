@@ -1,0 +1,125 @@
+"""The ``trafka`` command: one broker, ready in a blink.
+
+    trafka                                  # 127.0.0.1:9092, data in ./trafka-data
+    trafka --port 0 --ephemeral             # a free port, a temporary data dir removed at exit
+    trafka --config server.properties       # Kafka's own property names
+    trafka --override log.segment.bytes=1048576 --override num.partitions=3
+
+When the broker is ready it prints one line to stdout, ``trafka ready: bootstrap=HOST:PORT ...``,
+which scripts and test fixtures wait for. SIGINT and SIGTERM shut it down cleanly.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
+from broker.server import Server
+
+log = logging.getLogger("trafka")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trafka", description="A Kafka-wire-compatible broker. Kafka clients connect to it as to Apache Kafka."
+    )
+    parser.add_argument("--config", metavar="FILE", help="a server.properties file (Kafka's property names)")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on; 0 picks a free one (default 9092)")
+    parser.add_argument("--advertised-host", help="host clients are told to connect to (default: the listen host)")
+    parser.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
+    parser.add_argument("--data-dir", help="where partitions are stored (default ./trafka-data)")
+    parser.add_argument(
+        "--ephemeral", action="store_true", help="store data in a temporary directory removed at exit"
+    )
+    parser.add_argument("--node-id", type=int, help="this broker's node.id (default 1)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a Kafka property, e.g. --override num.partitions=3 (repeatable)",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+    )
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if args.config:
+        props = parse_properties(Path(args.config).read_text())
+    merge_overrides(props, args.override)
+    config = BrokerConfig.from_properties(props)
+    if args.host is not None:
+        config.host = args.host
+    if args.port is not None:
+        config.port = args.port
+    if args.advertised_host is not None:
+        config.advertised_host = args.advertised_host
+    if args.advertised_port is not None:
+        config.advertised_port = args.advertised_port
+    if args.data_dir is not None:
+        config.data_dir = Path(args.data_dir)
+    if args.node_id is not None:
+        config.node_id = args.node_id
+    return config
+
+
+async def run(config: BrokerConfig) -> None:
+    server = Server(config)
+    async with trio.open_nursery() as nursery:
+
+        async def on_signal() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    server.request_shutdown()
+                    return
+
+        nursery.start_soon(on_signal)
+        await nursery.start(server.run)
+        host, port = config.advertised_address
+        print(
+            f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}",
+            flush=True,
+        )
+        await server.stopped.wait()
+        nursery.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = config_from_args(args)
+    except (ConfigError, OSError) as exc:
+        print(f"trafka: {exc}", file=sys.stderr)
+        return 2
+    temp_dir = None
+    if args.ephemeral:
+        temp_dir = tempfile.mkdtemp(prefix="trafka-")
+        config.data_dir = Path(temp_dir)
+    try:
+        trio.run(run, config)
+    except OSError as exc:
+        print(f"trafka: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

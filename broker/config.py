@@ -1,0 +1,183 @@
+"""Broker configuration, read from Kafka's own property names.
+
+A ``server.properties`` written for Apache Kafka works as it is: ``listeners``, ``advertised.listeners``,
+``log.dirs``, ``node.id``/``broker.id``, ``num.partitions``, ``log.segment.bytes`` and the rest keep
+their meaning. Properties trafka does not act on are kept and reported by DescribeConfigs, so tools that
+read them back see what they wrote.
+
+Defaults are a developer's: one broker on 127.0.0.1:9092, auto-created topics with one partition, and
+no initial rebalance delay for consumer groups.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9092
+DEFAULT_DATA_DIR = "./trafka-data"
+
+class ConfigError(ValueError):
+    """A property that cannot be used, with the property named."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` syntax as Kafka's files use it: ``key=value`` or ``key: value``, ``#``/``!``
+    comments, backslash line continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                key, value = line[:i], line[i + 1 :].strip()
+                if ch.isspace() and value[:1] in ("=", ":"):
+                    value = value[1:].strip()
+                break
+        else:
+            key, value = line, ""
+        props[key.strip()] = value
+    return props
+
+
+def parse_listener(value: str, prop: str) -> tuple[str, int]:
+    """The host and port of the first listener in ``PLAINTEXT://host:port[,NAME://host:port...]``."""
+    first = value.split(",")[0].strip()
+    _, sep, address = first.rpartition("://")
+    if not sep:
+        address = first
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        raise ConfigError(f"{prop}={value!r}: expected NAME://host:port")
+    host = host.strip("[]")
+    try:
+        return host, int(port)
+    except ValueError:
+        raise ConfigError(f"{prop}={value!r}: port {port!r} is not a number") from None
+
+
+def _int(props: Mapping[str, str], name: str, default: int) -> int:
+    value = props.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={value!r}: expected an integer") from None
+
+
+def _bool(props: Mapping[str, str], name: str, default: bool) -> bool:
+    value = props.get(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{name}={value!r}: expected true or false")
+    return lowered == "true"
+
+
+@dataclass
+class BrokerConfig:
+    """Everything the broker needs at start-up. Build one with :meth:`from_properties`."""
+
+    node_id: int = 1
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
+    cluster_id: str | None = None
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104_857_600
+    message_max_bytes: int = 1_048_588
+    group_initial_rebalance_delay_ms: int = 0
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_topic_num_partitions: int = 50
+    offsets_retention_minutes: int = 10_080
+    transaction_max_timeout_ms: int = 900_000
+    shutdown_timeout_s: float = 10.0
+    # Every property as given, for DescribeConfigs and for the topic-level defaults
+    # (storage.config.LogConfig.from_broker_properties reads the log.* names).
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        host = self.advertised_host or self.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, self.advertised_port if self.advertised_port is not None else self.port
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        props = dict(props)
+        config = cls(properties=props)
+        if "node.id" in props or "broker.id" in props:
+            config.node_id = _int(props, "node.id", _int(props, "broker.id", 1))
+        if props.get("listeners"):
+            config.host, config.port = parse_listener(props["listeners"], "listeners")
+        if props.get("advertised.listeners"):
+            host, port = parse_listener(props["advertised.listeners"], "advertised.listeners")
+            config.advertised_host, config.advertised_port = host, port
+        log_dirs = props.get("log.dirs") or props.get("log.dir")
+        if log_dirs:
+            dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
+            if len(dirs) > 1:
+                log.warning("log.dirs lists %d directories; trafka uses the first, %s", len(dirs), dirs[0])
+            config.data_dir = Path(dirs[0])
+        config.cluster_id = props.get("cluster.id") or None
+        config.num_partitions = _int(props, "num.partitions", config.num_partitions)
+        config.default_replication_factor = _int(
+            props, "default.replication.factor", config.default_replication_factor
+        )
+        config.auto_create_topics_enable = _bool(
+            props, "auto.create.topics.enable", config.auto_create_topics_enable
+        )
+        config.delete_topic_enable = _bool(props, "delete.topic.enable", config.delete_topic_enable)
+        config.socket_request_max_bytes = _int(
+            props, "socket.request.max.bytes", config.socket_request_max_bytes
+        )
+        config.message_max_bytes = _int(props, "message.max.bytes", config.message_max_bytes)
+        config.group_initial_rebalance_delay_ms = _int(
+            props, "group.initial.rebalance.delay.ms", config.group_initial_rebalance_delay_ms
+        )
+        config.group_min_session_timeout_ms = _int(
+            props, "group.min.session.timeout.ms", config.group_min_session_timeout_ms
+        )
+        config.group_max_session_timeout_ms = _int(
+            props, "group.max.session.timeout.ms", config.group_max_session_timeout_ms
+        )
+        config.offsets_topic_num_partitions = _int(
+            props, "offsets.topic.num.partitions", config.offsets_topic_num_partitions
+        )
+        config.offsets_retention_minutes = _int(
+            props, "offsets.retention.minutes", config.offsets_retention_minutes
+        )
+        config.transaction_max_timeout_ms = _int(
+            props, "transaction.max.timeout.ms", config.transaction_max_timeout_ms
+        )
+        if config.num_partitions < 1:
+            raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
+        return config
+
+
+def merge_overrides(props: dict[str, str], overrides: Iterable[str]) -> dict[str, str]:
+    """Apply ``key=value`` strings (from ``--override``) on top of ``props``."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override {item!r}: expected key=value")
+        props[key.strip()] = value.strip()
+    return props

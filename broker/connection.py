@@ -1,0 +1,171 @@
+"""One client connection: frames in, handlers, responses out.
+
+Requests on a connection are handled one at a time, in the order they arrived, as Apache Kafka does
+(it mutes a connection while one of its requests is in flight); clients that pipeline requests get
+their responses back in order. A Produce with acks=0 gets no response. Record data read from the log
+leaves through ``os.sendfile``: the response is a list of chunks, and file slices among them go from
+the page cache to the socket without passing through Python.
+
+A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
+log line that says why; the broker goes on serving everyone else.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.handlers import REGISTRY, RequestContext
+from broker.handlers.api_versions import api_versions_response
+from wire.chunks import Chunk, FileSlice
+from wire.errors import ErrorCode
+from wire.connection import NEED_DATA, ProtocolError, ServerConnection, UnsupportedVersion
+from wire.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+RECEIVE_SIZE = 256 * 1024
+# Byte chunks below this size are gathered into one send; larger ones go out as they are.
+GATHER_LIMIT = 64 * 1024
+
+
+class ClientConnection:
+    def __init__(self, stream: trio.SocketStream, broker: Broker, connection_id: int) -> None:
+        self.stream = stream
+        self.broker = broker
+        self.connection_id = connection_id
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "?"
+        self.protocol = ServerConnection(
+            max_frame_size=broker.config.socket_request_max_bytes, supported=REGISTRY.served_versions()
+        )
+        self._draining = False
+        self._receive_scope: trio.CancelScope | None = None
+
+    def drain(self) -> None:
+        """Finish the request in hand, answer it, then close: no new requests are read."""
+        self._draining = True
+        if self._receive_scope is not None:
+            self._receive_scope.cancel()
+
+    async def run(self) -> None:
+        try:
+            await self._serve()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
+            log.debug("connection %s from %s closed: %s", self.connection_id, self.peer, exc)
+        except ProtocolError as exc:
+            log.warning("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _serve(self) -> None:
+        protocol = self.protocol
+        while not self._draining:
+            event = protocol.next_request()
+            if event is NEED_DATA:
+                with trio.CancelScope() as self._receive_scope:
+                    data = await self.stream.receive_some(RECEIVE_SIZE)
+                self._receive_scope = None
+                if self._draining:
+                    return
+                if not data:
+                    return
+                protocol.receive_data(data)
+                continue
+            if isinstance(event, UnsupportedVersion):
+                await self._unsupported_version(event)
+                continue
+            header, request = event.header, event.body
+            handler = REGISTRY.get(header.api_key)
+            ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
+            try:
+                response = await handler.handle(ctx, request)
+            except Exception:
+                log.exception(
+                    "closing connection %s from %s: %s v%d request (correlation id %d) failed",
+                    self.connection_id,
+                    self.peer,
+                    ApiKey(header.api_key).name,
+                    header.api_version,
+                    header.correlation_id,
+                )
+                return
+            if response is not None:
+                await self.send_chunks(protocol.send_response(header, response))
+
+    async def _unsupported_version(self, event: UnsupportedVersion) -> None:
+        header = event.header
+        if header.api_key == ApiKey.API_VERSIONS:
+            # Kafka answers an ApiVersions it cannot parse with a v0 response listing what it serves,
+            # so the client can retry with a version both sides know.
+            response = api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+            await self.send_chunks(self.protocol.send_response(header, response, version=0))
+            return
+        raise ProtocolError(
+            f"{_api_name(header.api_key)} v{header.api_version} is not supported "
+            f"(served: {_version_range(header.api_key)})"
+        )
+
+    async def send_chunks(self, chunks: list[Chunk]) -> None:
+        pending: list[Chunk] = []
+        pending_size = 0
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                if pending:
+                    await self.stream.send_all(b"".join(pending))
+                    pending, pending_size = [], 0
+                await self._sendfile(chunk)
+            elif len(chunk) >= GATHER_LIMIT:
+                if pending:
+                    await self.stream.send_all(b"".join(pending))
+                    pending, pending_size = [], 0
+                await self.stream.send_all(chunk)
+            else:
+                pending.append(chunk)
+                pending_size += len(chunk)
+        if pending:
+            await self.stream.send_all(b"".join(pending))
+
+    async def _sendfile(self, chunk: FileSlice) -> None:
+        sock = self.stream.socket
+        out_fd = sock.fileno()
+        in_fd = chunk.file.fileno()
+        position, remaining = chunk.position, chunk.size
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while remaining:
+            try:
+                sent = os.sendfile(out_fd, in_fd, position, remaining)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                    raise trio.BrokenResourceError(str(exc)) from exc
+                raise
+            if sent == 0:
+                # The segment is shorter than the slice we framed: the response cannot be completed.
+                raise trio.BrokenResourceError(f"log file ended {remaining} bytes early while sending")
+            position += sent
+            remaining -= sent
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"
+
+
+def _version_range(api_key: int) -> str:
+    handler = REGISTRY.get(api_key)
+    return "none" if handler is None else f"v{handler.min_version}-{handler.max_version}"

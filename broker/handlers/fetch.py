@@ -1,0 +1,139 @@
+"""Fetch (key 1), versions 4-18.
+
+Reads whole record batches from each partition's log as file slices; the response sends them with
+``os.sendfile``, so record data never enters Python. Partitions are named (v4-12) or identified by
+topic id (v13+). The response holds at most ``max_bytes`` of records across partitions and
+``partition_max_bytes`` per partition, except that the first partition with data returns at least one
+whole batch, as Kafka does, so a consumer can always make progress.
+
+Long polling: if fewer than ``min_bytes`` are available the request waits, up to ``max_wait_ms``, on
+waiters registered with the partitions it reads; an append wakes it, and the read is done again. No
+polling loop.
+
+Consumers only see data below the high watermark; read_committed readers only data below the last
+stable offset (with no open transactions, the high watermark). Incremental fetch sessions (KIP-227)
+are not kept: session creation is answered with session id 0, which tells the client to keep sending
+full fetch requests, and an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+from __future__ import annotations
+
+import trio
+
+from broker.handlers.registry import RequestContext, handles
+from broker.partition import DataWaiter, Partition
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import FetchRequest, FetchResponse
+from wire.protocol import ApiKey
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+
+READ_COMMITTED = 1
+NO_SESSION = 0
+
+
+@handles(ApiKey.FETCH, 4, 18)
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if request.session_id != NO_SESSION:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
+    targets = _resolve(ctx, request)
+    responses, available = _read(targets, request)
+    if available < request.min_bytes and request.max_wait_ms > 0 and _all_readable(responses):
+        partitions = [p for _, _, p in _flatten(targets) if p is not None]
+        waiter = DataWaiter(request.min_bytes, available)
+        for partition in partitions:
+            partition.add_waiter(waiter)
+        try:
+            with trio.move_on_after(request.max_wait_ms / 1000):
+                await waiter.event.wait()
+        finally:
+            for partition in partitions:
+                partition.remove_waiter(waiter)
+        responses, _ = _read(targets, request)
+    return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
+
+
+Target = tuple[FetchRequest.FetchTopic, list[tuple[FetchRequest.FetchPartition, Partition | None]], ErrorCode]
+
+
+def _resolve(ctx: RequestContext, request: FetchRequest) -> list[Target]:
+    topics = ctx.broker.topics
+    targets: list[Target] = []
+    for wanted in request.topics:
+        if ctx.api_version >= 13:
+            topic = topics.by_id(wanted.topic_id)
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            topic = topics.get(wanted.topic)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions = []
+        for wanted_partition in wanted.partitions:
+            index = wanted_partition.partition
+            found = topic.partitions[index] if topic is not None and 0 <= index < len(topic.partitions) else None
+            partitions.append((wanted_partition, found))
+        targets.append((wanted, partitions, missing))
+    return targets
+
+
+def _flatten(targets: list[Target]):
+    for wanted, partitions, _ in targets:
+        for wanted_partition, partition in partitions:
+            yield wanted, wanted_partition, partition
+
+
+def _read(targets: list[Target], request: FetchRequest) -> tuple[list[TopicResponse], int]:
+    """One pass over the requested partitions; returns the responses and the record bytes found."""
+    remaining = request.max_bytes
+    read_committed = request.isolation_level == READ_COMMITTED
+    total = 0
+    responses = []
+    for wanted, partitions, missing in targets:
+        partition_responses = []
+        for wanted_partition, partition in partitions:
+            index = wanted_partition.partition
+            if partition is None:
+                partition_responses.append(_error(index, missing))
+                continue
+            response = PartitionData(
+                partition_index=index,
+                error_code=ErrorCode.NONE,
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.high_watermark,
+                log_start_offset=partition.log_start_offset,
+                aborted_transactions=[] if read_committed else None,
+                records=b"",
+            )
+            epoch = wanted_partition.current_leader_epoch
+            if epoch != -1 and epoch != partition.leader_epoch:
+                response.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+                partition_responses.append(response)
+                continue
+            try:
+                info = partition.read(
+                    wanted_partition.fetch_offset,
+                    min(wanted_partition.partition_max_bytes, max(remaining, 0)),
+                    min_one_batch=total == 0,
+                )
+            except KafkaError as exc:
+                response.error_code = exc.code
+                partition_responses.append(response)
+                continue
+            if info.records is not None:
+                response.records = info.records
+                total += info.records.size
+                remaining -= info.records.size
+            partition_responses.append(response)
+        responses.append(TopicResponse(topic=wanted.topic, topic_id=wanted.topic_id, partitions=partition_responses))
+    return responses, total
+
+
+def _all_readable(responses: list[TopicResponse]) -> bool:
+    return all(p.error_code == ErrorCode.NONE for t in responses for p in t.partitions)
+
+
+def _error(index: int, code: ErrorCode) -> PartitionData:
+    return PartitionData(
+        partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b""
+    )

@@ -1,0 +1,83 @@
+"""ListOffsets (key 2), versions 1-11.
+
+Per partition, the offset for a timestamp or one of the special timestamps:
+EARLIEST (-2) the log start offset; LATEST (-1) the high watermark (read_uncommitted) or the last
+stable offset (read_committed); MAX_TIMESTAMP (-3, v7+) the record with the largest timestamp;
+EARLIEST_LOCAL (-4, v8+) the log start offset, as no segments live in remote storage;
+LATEST_TIERED (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+) offset -1, as nothing is tiered.
+A timestamp >= 0 gives the first record whose timestamp is at least that, or offset -1 when none is.
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from broker.partition import Partition
+from wire.errors import ErrorCode
+from wire.messages import ListOffsetsRequest, ListOffsetsResponse
+from wire.protocol import ApiKey
+
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+READ_COMMITTED = 1
+
+
+@handles(ApiKey.LIST_OFFSETS, 1, 11)
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics = ctx.broker.topics
+    responses = []
+    for wanted in request.topics:
+        partitions = []
+        for wanted_partition in wanted.partitions:
+            partition = topics.partition(wanted.name, wanted_partition.partition_index)
+            if partition is None:
+                partitions.append(
+                    PartitionResponse(
+                        partition_index=wanted_partition.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    )
+                )
+                continue
+            partitions.append(_offset(partition, wanted_partition, request.isolation_level))
+        responses.append(TopicResponse(name=wanted.name, partitions=partitions))
+    return ListOffsetsResponse(topics=responses)
+
+
+def _offset(
+    partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, isolation_level: int
+) -> PartitionResponse:
+    response = PartitionResponse(partition_index=wanted.partition_index, error_code=ErrorCode.NONE)
+    epoch = wanted.current_leader_epoch
+    if epoch != -1 and epoch != partition.leader_epoch:
+        response.error_code = (
+            ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
+        return response
+    timestamp = wanted.timestamp
+    log = partition.log
+    found: tuple[int, int] | None
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        found = (partition.log_start_offset, -1)
+    elif timestamp == LATEST:
+        # With no open transactions the last stable offset is the high watermark.
+        found = (partition.high_watermark, -1)
+    elif timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        found = None
+    elif timestamp < 0:
+        response.error_code = ErrorCode.INVALID_REQUEST
+        return response
+    else:
+        found = log.offset_for_timestamp(timestamp)
+    if found is None:
+        response.offset, response.timestamp, response.leader_epoch = -1, -1, -1
+    else:
+        response.offset, response.timestamp = found
+        response.leader_epoch = partition.leader_epoch
+    return response

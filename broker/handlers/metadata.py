@@ -1,0 +1,89 @@
+"""Metadata (key 3), versions 0-13.
+
+Brokers, cluster id, controller and topics with their partitions. This node leads every partition and
+is its only replica and in-sync replica. Topics are named (v0-9) or identified by id (v10+); a request
+for all topics lists every topic, internal ones included, as Kafka does. Unknown topics are
+auto-created when ``auto.create.topics.enable`` is on and the request allows it (v4+ may forbid it);
+otherwise they come back with UNKNOWN_TOPIC_OR_PARTITION, and invalid names with
+INVALID_TOPIC_EXCEPTION.
+"""
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.registry import RequestContext, handles
+from broker.topics import Topic
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import MetadataRequest, MetadataResponse
+from wire.protocol import ApiKey
+
+# Authorized operations are reported only when asked for; this sentinel means "not computed".
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
+
+Response = MetadataResponse
+TopicResponse = MetadataResponse.MetadataResponseTopic
+PartitionResponse = MetadataResponse.MetadataResponsePartition
+
+
+@handles(ApiKey.METADATA, 0, 13)
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    host, port = broker.config.advertised_address
+    topics: list[TopicResponse] = []
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        # All topics (v0 asks with an empty list; later versions with null).
+        topics = [_topic_response(topic) for topic in broker.topics]
+    else:
+        allow_auto_create = request.allow_auto_topic_creation
+        for wanted in request.topics:
+            topics.append(_lookup(ctx, wanted, allow_auto_create))
+    return Response(
+        brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+    )
+
+
+def _lookup(ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, allow_auto_create: bool) -> TopicResponse:
+    topics = ctx.broker.topics
+    if wanted.name is None:
+        topic = topics.by_id(wanted.topic_id)
+        if topic is None:
+            return TopicResponse(
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id, partitions=[]
+            )
+        return _topic_response(topic)
+    topic = topics.get(wanted.name)
+    if topic is not None:
+        return _topic_response(topic)
+    try:
+        if not allow_auto_create:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        topic = topics.auto_create(wanted.name)
+    except KafkaError as exc:
+        return TopicResponse(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID, partitions=[])
+    return _topic_response(topic)
+
+
+def _topic_response(topic: Topic) -> TopicResponse:
+    return TopicResponse(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            PartitionResponse(
+                error_code=ErrorCode.NONE,
+                partition_index=p.index,
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[],
+            )
+            for p in topic.partitions
+        ],
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )

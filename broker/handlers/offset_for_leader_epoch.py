@@ -1,0 +1,43 @@
+"""OffsetForLeaderEpoch (key 23), versions 2-4.
+
+Consumers use it after a leader change to detect log truncation (KIP-320): for the requested epoch
+the answer is the largest epoch at or below it and the offset where that epoch ended (the log end
+offset for the current epoch), from the partition's leader epoch cache. Epochs below the earliest
+known give UNDEFINED (-1, -1).
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from wire.protocol import ApiKey
+
+TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, request: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    topics = ctx.broker.topics
+    results = []
+    for wanted in request.topics:
+        partitions = []
+        for wanted_partition in wanted.partitions:
+            index = wanted_partition.partition
+            partition = topics.partition(wanted.topic, index)
+            if partition is None:
+                partitions.append(EpochEndOffset(partition=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            current = wanted_partition.current_leader_epoch
+            if current != -1 and current != partition.leader_epoch:
+                code = ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                partitions.append(EpochEndOffset(partition=index, error_code=code))
+                continue
+            epoch, end_offset = partition.log.end_offset_for_leader_epoch(wanted_partition.leader_epoch)
+            partitions.append(
+                EpochEndOffset(partition=index, error_code=ErrorCode.NONE, leader_epoch=epoch, end_offset=end_offset)
+            )
+        results.append(TopicResult(topic=wanted.topic, partitions=partitions))
+    return OffsetForLeaderEpochResponse(topics=results)

@@ -1,0 +1,108 @@
+"""Produce (key 0), versions 3-13 served; 0-13 advertised.
+
+Kafka 4 still advertises v0-2 so that old librdkafka builds negotiate a version at all, and rejects
+them when used: this broker does the same (the connection is closed with a log line saying why).
+
+Each partition's records are one record batch (v3+ requires exactly one). The batch stays bytes: the
+log validates its header and CRC-32C, checks the idempotent producer's sequence, patches the base
+offset and leader epoch in place and appends it; records are not decoded. With a single replica the
+high watermark moves on every append, so acks=1 and acks=all are answered at once; acks=all with
+min.insync.replicas above the in-sync replica count fails with NOT_ENOUGH_REPLICAS, as Kafka does.
+acks=0 gets no response at all. Produce never creates topics: that is Metadata's job.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import ProduceRequest, ProduceResponse
+from wire.protocol import ApiKey
+from wire.records import RecordBatch
+
+log = logging.getLogger(__name__)
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+VALID_ACKS = (-1, 0, 1)
+
+
+@handles(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    topics = ctx.broker.topics
+    acks = request.acks
+    responses: list[TopicResponse] = []
+    for topic_data in request.topic_data:
+        if ctx.api_version >= 13:
+            topic = topics.by_id(topic_data.topic_id)
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            topic = topics.get(topic_data.name)
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition_responses = []
+        for data in topic_data.partition_data:
+            if acks not in VALID_ACKS:
+                partition_responses.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if topic is None or not 0 <= data.index < len(topic.partitions):
+                partition_responses.append(_error(data.index, unknown))
+                continue
+            partition = topic.partitions[data.index]
+            if acks == -1 and len(partition.isr) < topic.log_config.min_insync_replicas:
+                partition_responses.append(
+                    _error(
+                        data.index,
+                        ErrorCode.NOT_ENOUGH_REPLICAS,
+                        f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy "
+                        f"the min.isr requirement of {topic.log_config.min_insync_replicas}",
+                    )
+                )
+                continue
+            try:
+                records = _single_batch(data.records)
+                info = partition.append(records)
+            except KafkaError as exc:
+                log.debug("produce to %s-%d rejected: %s", partition.topic, data.index, exc)
+                partition_responses.append(_error(data.index, exc.code, exc.message or None))
+                continue
+            partition_responses.append(
+                PartitionResponse(
+                    index=data.index,
+                    error_code=ErrorCode.NONE,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time,
+                    log_start_offset=info.log_start_offset,
+                )
+            )
+        responses.append(
+            TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partition_responses)
+        )
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses)
+
+
+def _single_batch(records) -> bytearray | memoryview:
+    """The partition's records as a writable buffer holding exactly one v2 record batch."""
+    if records is None or len(records) == 0:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no record batch for this partition")
+    if isinstance(records, memoryview) and records.readonly or isinstance(records, bytes):
+        records = bytearray(records)
+    if len(records) < 12:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch is truncated: {len(records)} bytes")
+    size = RecordBatch(records).size
+    if size > len(records):
+        raise KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"Record batch is truncated: {len(records)} of {size} bytes present"
+        )
+    if size < len(records):
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            "Produce requests with version 3 or later must have exactly one record batch per partition",
+        )
+    return records
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)

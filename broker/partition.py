@@ -1,0 +1,81 @@
+"""A partition as the broker sees it: its log, its leadership, and who is waiting for data.
+
+On a single broker this node leads every partition and is its only in-sync replica, so the high
+watermark follows the log end offset on every append. Long-polling fetches register a
+:class:`DataWaiter` on the partitions they read; an append wakes them with the byte count it added,
+so a fetch returns as soon as min_bytes have arrived and never polls.
+"""
+from __future__ import annotations
+
+import uuid
+
+import trio
+
+from storage.log import AppendInfo, FetchInfo, Log
+
+
+class DataWaiter:
+    """Woken when the partitions it watches have gained at least ``min_bytes`` between them."""
+
+    __slots__ = ("min_bytes", "accumulated", "event")
+
+    def __init__(self, min_bytes: int, accumulated: int = 0) -> None:
+        self.min_bytes = min_bytes
+        self.accumulated = accumulated
+        self.event = trio.Event()
+        if accumulated >= min_bytes:
+            self.event.set()
+
+    def notify(self, added_bytes: int) -> None:
+        self.accumulated += added_bytes
+        if self.accumulated >= self.min_bytes:
+            self.event.set()
+
+
+class Partition:
+    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log, node_id: int) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.log = log
+        self.leader_id = node_id
+        self.leader_epoch = 0
+        self.replicas = [node_id]
+        self.isr = [node_id]
+        self._waiters: set[DataWaiter] = set()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def append(self, records: bytearray) -> AppendInfo:
+        """Append a produce request's batches (patched in place) and wake waiting fetches."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if not info.duplicate:
+            self.log.update_high_watermark(self.log.log_end_offset)
+            if self._waiters:
+                added = len(records)
+                for waiter in self._waiters:
+                    waiter.notify(added)
+        return info
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FetchInfo:
+        """Batches from ``offset`` up to the high watermark (consumers never see uncommitted data)."""
+        return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark, min_one_batch=min_one_batch)
+
+    def add_waiter(self, waiter: DataWaiter) -> None:
+        self._waiters.add(waiter)
+
+    def remove_waiter(self, waiter: DataWaiter) -> None:
+        self._waiters.discard(waiter)

@@ -1,0 +1,102 @@
+"""The Trio server: listeners, connections, and an orderly shutdown.
+
+:class:`Server` owns one nursery for its listeners and one for its connections. Shutdown is graceful,
+then forceful: listeners close at once, each connection finishes and answers the request in hand but
+reads no new one, and whatever is still running when ``shutdown_timeout_s`` has passed is cancelled.
+The broker's state (logs, checkpoints) is closed last, after every connection is gone.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+
+import trio
+
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from broker.connection import ClientConnection
+
+log = logging.getLogger(__name__)
+
+
+class Server:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker: Broker | None = None
+        self.stopped = trio.Event()
+        self._shutdown_requested = trio.Event()
+        self._connections: set[ClientConnection] = set()
+        self._connection_ids = itertools.count(1)
+        self._all_closed = trio.Event()
+        self._all_closed.set()
+
+    def request_shutdown(self) -> None:
+        self._shutdown_requested.set()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until :meth:`request_shutdown`; ``task_status.started`` gets the bound addresses."""
+        config = self.config
+        try:
+            listeners = await trio.open_tcp_listeners(config.port, host=config.host or None)
+            addresses = [listener.socket.getsockname() for listener in listeners]
+            if config.port == 0:
+                config.port = addresses[0][1]
+            self.broker = broker = Broker(config)
+            try:
+                await broker.start()
+                async with trio.open_nursery() as connections:
+                    await connections.start(broker.run_background)
+                    async with trio.open_nursery() as accepting:
+                        for listener in listeners:
+                            accepting.start_soon(self._accept, listener, connections)
+                        log.info(
+                            "listening on %s, advertising %s:%d",
+                            ", ".join(f"{a[0]}:{a[1]}" for a in addresses),
+                            *config.advertised_address,
+                        )
+                        task_status.started(addresses)
+                        await self._shutdown_requested.wait()
+                        accepting.cancel_scope.cancel()
+                    for listener in listeners:
+                        await listener.aclose()
+                    for connection in list(self._connections):
+                        connection.drain()
+                    with trio.move_on_after(config.shutdown_timeout_s) as drained:
+                        await self._all_closed.wait()
+                    if drained.cancelled_caught:
+                        log.warning("cancelling %d connections still busy at shutdown", len(self._connections))
+                    connections.cancel_scope.cancel()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await broker.stop()
+            log.info("stopped")
+        finally:
+            self.stopped.set()
+
+    async def _accept(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                # Out of file descriptors and the like: say so, back off, keep serving.
+                log.error("accept failed on %s: %s", listener.socket.getsockname(), exc)
+                await trio.sleep(0.1)
+                continue
+            connection = ClientConnection(stream, self.broker, next(self._connection_ids))
+            connections.start_soon(self._run_connection, connection)
+
+    async def _run_connection(self, connection: ClientConnection) -> None:
+        self._connections.add(connection)
+        if self._all_closed.is_set():
+            self._all_closed = trio.Event()
+        try:
+            await connection.run()
+        finally:
+            self._connections.discard(connection)
+            if not self._connections:
+                self._all_closed.set()
+
+
+async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run a broker until cancelled. ``await nursery.start(serve, config)`` returns its addresses."""
+    await Server(config).run(task_status=task_status)

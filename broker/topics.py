@@ -1,0 +1,213 @@
+"""Topics: creation, deletion, partition growth, and the lookups every handler makes.
+
+Topic names follow Kafka's rules (1-249 characters from ``[a-zA-Z0-9._-]``, not ``.`` or ``..``, and
+not colliding with an existing topic once ``.`` and ``_`` are treated alike). Each topic has a UUID
+topic id, a partition count and its own configs over the broker's defaults, all kept in the storage
+catalog so they survive restarts. This broker is the only one, so it leads every partition.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from broker.config import BrokerConfig
+from broker.partition import Partition
+from storage.config import LogConfig
+from storage.manager import LogManager
+from storage.topics import TopicCatalog, TopicRecord
+from wire.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}",
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    log_config: LogConfig
+    partitions: list[Partition] = field(default_factory=list)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class TopicManager:
+    def __init__(
+        self, config: BrokerConfig, default_log_config: LogConfig, log_manager: LogManager, catalog: TopicCatalog
+    ) -> None:
+        self.config = config
+        self.default_log_config = default_log_config
+        self.log_manager = log_manager
+        self.catalog = catalog
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Topic]:
+        return iter(list(self._topics.values()))
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, index: int) -> Partition | None:
+        topic = self._topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Build topics from the catalog over the logs the log manager recovered."""
+        for record in self.catalog.topics.values():
+            log_config = LogConfig.from_properties(record.configs, self.default_log_config)
+            topic = Topic(record.name, record.topic_id, dict(record.configs), log_config)
+            for index in range(record.partitions):
+                topic.partitions.append(self._open_partition(topic, index))
+            self._add(topic)
+        log.info("loaded %d topics", len(self._topics))
+
+    def _open_partition(self, topic: Topic, index: int) -> Partition:
+        storage_log = self.log_manager.get_log(topic.name, index)
+        if storage_log is None:
+            storage_log = self.log_manager.create_log(topic.name, index, topic.log_config, topic.topic_id)
+        return Partition(topic.name, topic.topic_id, index, storage_log, self.config.node_id)
+
+    def _add(self, topic: Topic) -> None:
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message."""
+        validate_topic_name(name)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = self._colliding_topic(name)
+        if colliding is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {colliding}",
+            )
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if num_partitions <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
+        if replication_factor == -1:
+            replication_factor = self.config.default_replication_factor
+        if replication_factor <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if replication_factor > 1:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+            )
+        topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
+        log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
+        topic = Topic(name, uuid.uuid4(), topic_configs, log_config)
+        if validate_only:
+            return topic
+        self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
+        for index in range(num_partitions):
+            topic.partitions.append(self._open_partition(topic, index))
+        self._add(topic)
+        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        return topic
+
+    def auto_create(self, name: str) -> Topic:
+        """Create ``name`` with the defaults when auto.create.topics.enable allows it."""
+        if not self.config.auto_create_topics_enable:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        return self.create(name)
+
+    def delete(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not self.config.delete_topic_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        del self._topics[name]
+        del self._by_id[topic.topic_id]
+        self.catalog.remove(name)
+        self.log_manager.delete_logs(name)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
+            )
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if validate_only:
+            return topic
+        self.catalog.set_partitions(name, count)
+        for index in range(current, count):
+            topic.partitions.append(self._open_partition(topic, index))
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    def _colliding_topic(self, name: str) -> str | None:
+        if "." not in name and "_" not in name:
+            return None
+        key = name.replace(".", "_")
+        for existing in self._topics:
+            if existing.replace(".", "_") == key:
+                return existing
+        return None
