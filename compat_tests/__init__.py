@@ -1,0 +1,1 @@
+"""Compatibility tests: unmodified Kafka clients against a real trafka broker process."""

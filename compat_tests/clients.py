@@ -1,0 +1,794 @@
+"""One adapter per real Kafka client, all behind the same small interface.
+
+The compatibility tests speak in `Message`s (what to produce), `Delivery`s (where the broker put them)
+and `Consumed` records (what a consumer read back). Every adapter drives an unmodified client with its
+own defaults, except where a test asks for something (a compression codec, a bigger timeout):
+
+- ``kafka-python`` and ``aiokafka`` in-process (aiokafka inside its own asyncio loop),
+- ``confluent-kafka`` (librdkafka) in-process,
+- ``kafkajs`` through ``compat_tests/js/driver.js`` (one node process per operation, JSON on stdio),
+- ``kcat`` as a subprocess (Debian's build, librdkafka 2.0.x).
+
+Consumers read with manual partition assignment from the beginning, without a consumer group, except
+kafkajs whose consumer always joins a group. Failures that carry a Kafka error surface as `ClientError`
+with the Kafka error name, whichever client reported them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from wire.errors import ErrorCode
+
+#: Bound for every client operation, so that a broker that stops answering fails a test instead of hanging it.
+OPERATION_TIMEOUT = 20.0
+JS_DRIVER = Path(__file__).parent / "js" / "driver.js"
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A record to produce. `timestamp` None lets the client stamp it; `partition` None lets it choose."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int | None = None
+    partition: int | None = None
+
+
+class Delivery(NamedTuple):
+    """Where the broker acknowledged a produced record (offset None when the client does not tell)."""
+
+    partition: int
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """A record as a consumer read it back."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+class ClientError(Exception):
+    """A client reported a failure; `error` is the Kafka error name when the client gave a Kafka code."""
+
+    def __init__(self, client: str, error: str | None, detail: str):
+        super().__init__(f"{client}: {error or 'error'}: {detail}")
+        self.client = client
+        self.error = error
+        self.detail = detail
+
+
+def error_name(code: int | None) -> str | None:
+    """The Kafka name of a protocol error code (None for codes outside Kafka's table)."""
+    try:
+        return None if code is None else ErrorCode(code).name
+    except ValueError:
+        return None
+
+
+class Client:
+    """The operations every test uses; an adapter sets `capabilities` for what its client cannot do."""
+
+    name: ClassVar[str]
+    #: produce: per_message_headers, per_message_timestamps, per_message_partition, delivery_offsets;
+    #: admin; list_offsets; consume.
+    capabilities: ClassVar[frozenset[str]]
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+    def produce(self, topic: str, messages: Sequence[Message], *, compression: str = "none") -> list[Delivery]:
+        """Produce `messages` in order (each acknowledged before returning); raises ClientError."""
+        raise NotImplementedError
+
+    def consume(self, topic: str, count: int, *, partitions: Iterable[int] | None = None,
+                timeout: float = OPERATION_TIMEOUT) -> list[Consumed]:
+        """Read exactly `count` records from the beginning of `partitions` (default: all), sorted by
+        (partition, offset)."""
+        raise NotImplementedError
+
+    # Admin and offset look-ups (capabilities "admin" and "list_offsets").
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 1,
+                     configs: dict[str, str] | None = None) -> None:
+        raise NotImplementedError
+
+    def delete_topic(self, topic: str) -> None:
+        raise NotImplementedError
+
+    def list_topics(self) -> set[str]:
+        raise NotImplementedError
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partition ids of `topic` from metadata (ClientError UNKNOWN_TOPIC_OR_PARTITION if absent)."""
+        raise NotImplementedError
+
+    def create_partitions(self, topic: str, total: int) -> None:
+        raise NotImplementedError
+
+    def describe_configs(self, topic: str) -> dict[str, str | None]:
+        raise NotImplementedError
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{partition: (earliest offset, latest offset)} from ListOffsets."""
+        raise NotImplementedError
+
+    def offsets_for_time(self, topic: str, timestamp: int) -> dict[int, int | None]:
+        """{partition: first offset whose timestamp >= `timestamp`, None where there is none}."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{self.name} client for {self.bootstrap}>"
+
+
+def _sorted(records: Iterable[Consumed]) -> list[Consumed]:
+    return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+def _timed_out(client: str, records: Sequence[Consumed], count: int, timeout: float) -> ClientError:
+    return ClientError(client, None, f"consumed {len(records)} of {count} records within {timeout} s: {records!r:.2000}")
+
+
+# --------------------------------------------------------------------------------------- kafka-python
+
+
+class KafkaPythonClient(Client):
+    name = "kafka-python"
+    capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
+                              "delivery_offsets", "admin", "list_offsets", "consume"})
+
+    def _error(self, exc: Exception) -> ClientError:
+        return ClientError(self.name, error_name(getattr(exc, "errno", None)), repr(exc))
+
+    def produce(self, topic, messages, *, compression="none"):
+        from kafka import KafkaProducer
+        import kafka.errors
+
+        # Default settings otherwise: kafka-python 3 is idempotent with acks=all out of the box.
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap,
+                                 compression_type=None if compression == "none" else compression)
+        try:
+            futures = [producer.send(topic, value=m.value, key=m.key, headers=list(m.headers),
+                                     partition=m.partition, timestamp_ms=m.timestamp) for m in messages]
+            producer.flush(OPERATION_TIMEOUT)
+            deliveries = []
+            for future in futures:
+                metadata = future.get(OPERATION_TIMEOUT)
+                deliveries.append(Delivery(metadata.partition, metadata.offset))
+            return deliveries
+        except kafka.errors.KafkaError as exc:
+            raise self._error(exc) from exc
+        finally:
+            producer.close(timeout=5)
+
+    def _consumer(self, **config):
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", request_timeout_ms=15000, **config)
+
+    def _topic_partitions(self, consumer, topic):
+        from kafka import TopicPartition
+
+        ids = _wait_for(lambda: consumer.partitions_for_topic(topic), f"{self.name} metadata for {topic}")
+        return [TopicPartition(topic, p) for p in sorted(ids)]
+
+    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            assignment = ([TopicPartition(topic, p) for p in partitions] if partitions is not None
+                          else self._topic_partitions(consumer, topic))
+            consumer.assign(assignment)
+            consumer.seek_to_beginning(*assignment)
+            records: list[Consumed] = []
+            deadline = time.monotonic() + timeout
+            while len(records) < count and time.monotonic() < deadline:
+                for batch in consumer.poll(timeout_ms=200).values():
+                    records += [Consumed(r.partition, r.offset, r.key, r.value,
+                                         tuple((k, v) for k, v in r.headers), r.timestamp) for r in batch]
+            if len(records) < count:
+                raise _timed_out(self.name, records, count, timeout)
+            return _sorted(records)
+        finally:
+            consumer.close()
+
+    def watermarks(self, topic):
+        consumer = self._consumer()
+        try:
+            assignment = self._topic_partitions(consumer, topic)
+            earliest = consumer.beginning_offsets(assignment)
+            latest = consumer.end_offsets(assignment)
+            return {tp.partition: (earliest[tp], latest[tp]) for tp in assignment}
+        finally:
+            consumer.close()
+
+    def offsets_for_time(self, topic, timestamp):
+        consumer = self._consumer()
+        try:
+            assignment = self._topic_partitions(consumer, topic)
+            found = consumer.offsets_for_times({tp: timestamp for tp in assignment})
+            return {tp.partition: (None if found[tp] is None else found[tp].offset) for tp in assignment}
+        finally:
+            consumer.close()
+
+    def _admin(self, action):
+        from kafka import KafkaAdminClient
+        import kafka.errors
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=15000)
+        try:
+            return action(admin)
+        except kafka.errors.KafkaError as exc:
+            raise self._error(exc) from exc
+        finally:
+            admin.close()
+
+    def create_topic(self, topic, partitions, replication_factor=1, configs=None):
+        spec = {"num_partitions": partitions, "replication_factor": replication_factor, "configs": configs or {}}
+        self._admin(lambda admin: admin.create_topics({topic: spec}))
+
+    def delete_topic(self, topic):
+        self._admin(lambda admin: admin.delete_topics([topic]))
+
+    def list_topics(self):
+        return set(self._admin(lambda admin: admin.list_topics()))
+
+    def partitions(self, topic):
+        [description] = self._admin(lambda admin: admin.describe_topics([topic]))
+        if description["error_code"]:
+            raise ClientError(self.name, error_name(description["error_code"]), repr(description))
+        return sorted(p["partition_index"] for p in description["partitions"])
+
+    def create_partitions(self, topic, total):
+        self._admin(lambda admin: admin.create_partitions({topic: total}))
+
+    def describe_configs(self, topic):
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        result = self._admin(lambda admin: admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"))
+        [by_name] = result.values()
+        entries = by_name[topic]
+        return {name: (entry["value"] if isinstance(entry, dict) else entry) for name, entry in entries.items()}
+
+
+# --------------------------------------------------------------------------------------- confluent-kafka
+
+
+class ConfluentClient(Client):
+    name = "confluent-kafka"
+    capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
+                              "delivery_offsets", "admin", "list_offsets", "consume"})
+
+    def _error(self, kafka_error) -> ClientError:
+        return ClientError(self.name, error_name(kafka_error.code()), f"{kafka_error.name()}: {kafka_error.str()}")
+
+    def producer(self, **config):
+        """A confluent-kafka Producer with the client's defaults plus `config`."""
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap, **config})
+
+    def produce(self, topic, messages, *, compression="none", **config):
+        producer = self.producer(**{"compression.type": compression, **config})
+        results: list[Delivery | ClientError | None] = [None] * len(messages)
+
+        def on_delivery(index):
+            def report(err, msg):
+                results[index] = self._error(err) if err else Delivery(msg.partition(), msg.offset())
+            return report
+
+        for index, m in enumerate(messages):
+            optional = {}
+            if m.partition is not None:
+                optional["partition"] = m.partition
+            if m.timestamp is not None:
+                optional["timestamp"] = m.timestamp
+            producer.produce(topic, value=m.value, key=m.key, headers=list(m.headers) or None,
+                             on_delivery=on_delivery(index), **optional)
+            producer.poll(0)
+        remaining = producer.flush(OPERATION_TIMEOUT)
+        if remaining:
+            raise ClientError(self.name, None, f"{remaining} messages undelivered after {OPERATION_TIMEOUT} s")
+        for result in results:
+            if isinstance(result, ClientError):
+                raise result
+        return results
+
+    def _consumer(self):
+        from confluent_kafka import Consumer
+
+        # librdkafka insists on a group.id, but assign() reads without joining the group.
+        return Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"compat-assign-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+    def _partition_ids(self, client, topic):
+        def lookup():
+            metadata = client.list_topics(topic, timeout=5)
+            found = metadata.topics.get(topic)
+            return sorted(found.partitions) if found is not None and found.error is None else None
+        return _wait_for(lookup, f"{self.name} metadata for {topic}")
+
+    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        consumer = self._consumer()
+        try:
+            ids = list(partitions) if partitions is not None else self._partition_ids(consumer, topic)
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ids])
+            records: list[Consumed] = []
+            deadline = time.monotonic() + timeout
+            while len(records) < count and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=count - len(records), timeout=0.2):
+                    if msg.error():
+                        raise self._error(msg.error())
+                    records.append(Consumed(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                            tuple(msg.headers() or ()), msg.timestamp()[1]))
+            if len(records) < count:
+                raise _timed_out(self.name, records, count, timeout)
+            return _sorted(records)
+        finally:
+            consumer.close()
+
+    def watermarks(self, topic):
+        from confluent_kafka import KafkaException, TopicPartition
+
+        consumer = self._consumer()
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=OPERATION_TIMEOUT,
+                                                      cached=False)
+                    for p in self._partition_ids(consumer, topic)}
+        except KafkaException as exc:
+            raise self._error(exc.args[0]) from exc
+        finally:
+            consumer.close()
+
+    def offsets_for_time(self, topic, timestamp):
+        from confluent_kafka import KafkaException, TopicPartition
+
+        consumer = self._consumer()
+        try:
+            ids = self._partition_ids(consumer, topic)
+            found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp) for p in ids],
+                                               timeout=OPERATION_TIMEOUT)
+            for tp in found:
+                if tp.error:
+                    raise self._error(tp.error)
+            # librdkafka reports "no such offset" as OFFSET_END (-1).
+            return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+        except KafkaException as exc:
+            raise self._error(exc.args[0]) from exc
+        finally:
+            consumer.close()
+
+    def _admin_call(self, futures):
+        from confluent_kafka import KafkaException
+
+        try:
+            return [future.result(OPERATION_TIMEOUT) for future in futures.values()]
+        except KafkaException as exc:
+            raise self._error(exc.args[0]) from exc
+
+    def _admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def create_topic(self, topic, partitions, replication_factor=1, configs=None):
+        from confluent_kafka.admin import NewTopic
+
+        self._admin_call(self._admin().create_topics(
+            [NewTopic(topic, partitions, replication_factor, config=configs or {})], operation_timeout=10))
+
+    def delete_topic(self, topic):
+        self._admin_call(self._admin().delete_topics([topic], operation_timeout=10))
+
+    def list_topics(self):
+        return set(self._admin().list_topics(timeout=OPERATION_TIMEOUT).topics)
+
+    def partitions(self, topic):
+        metadata = self._admin().list_topics(topic, timeout=OPERATION_TIMEOUT)
+        found = metadata.topics[topic]
+        if found.error is not None:
+            raise self._error(found.error)
+        return sorted(found.partitions)
+
+    def create_partitions(self, topic, total):
+        from confluent_kafka.admin import NewPartitions
+
+        self._admin_call(self._admin().create_partitions([NewPartitions(topic, total)], operation_timeout=10))
+
+    def describe_configs(self, topic):
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        [entries] = self._admin_call(self._admin().describe_configs([ConfigResource(ResourceType.TOPIC, topic)]))
+        return {name: entry.value for name, entry in entries.items()}
+
+
+# --------------------------------------------------------------------------------------- aiokafka
+
+
+class AiokafkaClient(Client):
+    name = "aiokafka"
+    capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
+                              "delivery_offsets", "list_offsets", "consume"})
+
+    def _error(self, exc: Exception) -> ClientError:
+        return ClientError(self.name, error_name(getattr(exc, "errno", None)), repr(exc))
+
+    def _run(self, coroutine):
+        import aiokafka.errors
+
+        try:
+            return asyncio.run(asyncio.wait_for(coroutine, OPERATION_TIMEOUT * 2))
+        except aiokafka.errors.KafkaError as exc:
+            raise self._error(exc) from exc
+
+    def produce(self, topic, messages, *, compression="none"):
+        from aiokafka import AIOKafkaProducer
+
+        async def run():
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap,
+                                        compression_type=None if compression == "none" else compression)
+            await producer.start()
+            try:
+                futures = [await producer.send(topic, value=m.value, key=m.key, partition=m.partition,
+                                               timestamp_ms=m.timestamp, headers=list(m.headers))
+                           for m in messages]
+                return [Delivery(metadata.partition, metadata.offset)
+                        for metadata in await asyncio.gather(*futures)]
+            finally:
+                await producer.stop()
+
+        return self._run(run())
+
+    async def _with_consumer(self, action):
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            return await action(consumer)
+        finally:
+            await consumer.stop()
+
+    async def _topic_partitions(self, consumer, topic):
+        from aiokafka import TopicPartition
+
+        deadline = time.monotonic() + OPERATION_TIMEOUT
+        while not (ids := consumer.partitions_for_topic(topic)):
+            if time.monotonic() > deadline:
+                raise ClientError(self.name, None, f"no metadata for {topic}")
+            await consumer.topics()  # refreshes the cluster metadata
+            await asyncio.sleep(0.05)
+        return [TopicPartition(topic, p) for p in sorted(ids)]
+
+    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+        from aiokafka import TopicPartition
+
+        async def read(consumer):
+            assignment = ([TopicPartition(topic, p) for p in partitions] if partitions is not None
+                          else await self._topic_partitions(consumer, topic))
+            consumer.assign(assignment)
+            await consumer.seek_to_beginning(*assignment)
+            records: list[Consumed] = []
+            deadline = time.monotonic() + timeout
+            while len(records) < count and time.monotonic() < deadline:
+                for batch in (await consumer.getmany(timeout_ms=200)).values():
+                    records += [Consumed(r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+                                for r in batch]
+            if len(records) < count:
+                raise _timed_out(self.name, records, count, timeout)
+            return _sorted(records)
+
+        return self._run(self._with_consumer(read))
+
+    def watermarks(self, topic):
+        async def look_up(consumer):
+            assignment = await self._topic_partitions(consumer, topic)
+            earliest = await consumer.beginning_offsets(assignment)
+            latest = await consumer.end_offsets(assignment)
+            return {tp.partition: (earliest[tp], latest[tp]) for tp in assignment}
+
+        return self._run(self._with_consumer(look_up))
+
+    def offsets_for_time(self, topic, timestamp):
+        async def look_up(consumer):
+            assignment = await self._topic_partitions(consumer, topic)
+            found = await consumer.offsets_for_times({tp: timestamp for tp in assignment})
+            return {tp.partition: (None if found[tp] is None else found[tp].offset) for tp in assignment}
+
+        return self._run(self._with_consumer(look_up))
+
+
+# --------------------------------------------------------------------------------------- kafkajs
+
+
+class KafkajsClient(Client):
+    name = "kafkajs"
+    # kafkajs ships gzip only; its consumer always joins a consumer group.
+    capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
+                              "delivery_offsets", "admin", "list_offsets", "consume"})
+    codecs = frozenset({"gzip"})
+
+    def call(self, op: str, timeout: float = OPERATION_TIMEOUT * 2, **arguments):
+        """Run one driver.js operation; returns its result or raises ClientError."""
+        if not (JS_DRIVER.parent / "node_modules" / "kafkajs").is_dir():
+            raise ClientError(self.name, None, "kafkajs is not installed: run compat_tests/setup.sh")
+        command = json.dumps({"op": op, "bootstrap": self.bootstrap, **arguments})
+        try:
+            completed = subprocess.run(["node", str(JS_DRIVER)], input=command, capture_output=True, text=True,
+                                       timeout=timeout, cwd=JS_DRIVER.parent)
+        except subprocess.TimeoutExpired as exc:
+            raise ClientError(self.name, None, f"{op} did not finish in {timeout} s; stderr:\n{exc.stderr}") from exc
+        try:
+            output = json.loads(completed.stdout)
+        except json.JSONDecodeError:
+            raise ClientError(self.name, None, f"{op}: exit {completed.returncode}, stdout {completed.stdout!r}, "
+                                               f"stderr:\n{completed.stderr}") from None
+        if not output["ok"]:
+            error = output["error"]
+            names = [error_name(code) for code in error["codes"]] + error["types"]
+            kafka_name = next((name for name in names if name and name in ErrorCode.__members__), None)
+            raise ClientError(self.name, kafka_name, f"{error}; stderr:\n{completed.stderr[-3000:]}")
+        return output["result"]
+
+    def produce(self, topic, messages, *, compression="none", idempotent=False):
+        if compression not in self.codecs | {"none"}:
+            raise ValueError(f"kafkajs has no built-in {compression} codec")
+        payload = [{"key": _b64(m.key), "value": _b64(m.value), "partition": m.partition, "timestamp": m.timestamp,
+                    "headers": [[name, _b64(value)] for name, value in m.headers]} for m in messages]
+        result = self.call("produce", topic=topic, messages=payload, compression=compression, idempotent=idempotent)
+        return [Delivery(d["partition"], d["offset"]) for d in result]
+
+    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT, group_id=None):
+        if partitions is not None:
+            raise ValueError("the kafkajs consumer reads whole topics through a consumer group")
+        result = self.call("consume", timeout=timeout + 15, topic=topic, count=count, timeout_ms=int(timeout * 1000),
+                           group_id=group_id or f"compat-kafkajs-{uuid.uuid4()}")
+        return _sorted(Consumed(r["partition"], r["offset"], _unb64(r["key"]), _unb64(r["value"]),
+                                tuple((name, _unb64(value)) for name, value in r["headers"]), r["timestamp"])
+                       for r in result)
+
+    def create_topic(self, topic, partitions, replication_factor=1, configs=None):
+        created = self.call("create_topic", topic=topic, partitions=partitions, replication_factor=replication_factor,
+                            configs=configs or {})
+        if created is False:  # kafkajs reports TOPIC_ALREADY_EXISTS as a false result, not an error
+            raise ClientError(self.name, ErrorCode.TOPIC_ALREADY_EXISTS.name, "createTopics returned false")
+
+    def delete_topic(self, topic):
+        self.call("delete_topic", topic=topic)
+
+    def list_topics(self):
+        return set(self.call("list_topics"))
+
+    def partitions(self, topic):
+        return sorted(p["partition"] for p in self.call("describe_topic", topic=topic))
+
+    def create_partitions(self, topic, total):
+        self.call("create_partitions", topic=topic, count=total)
+
+    def describe_configs(self, topic):
+        return self.call("describe_configs", topic=topic)
+
+    def watermarks(self, topic):
+        return {p["partition"]: (p["low"], p["high"]) for p in self.call("watermarks", topic=topic)}
+
+    def offsets_for_time(self, topic, timestamp):
+        # kafkajs substitutes the latest offset where no record is that recent; report that as is.
+        return {p["partition"]: p["offset"] for p in self.call("offsets_for_timestamp", topic=topic,
+                                                               timestamp=timestamp)}
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+# --------------------------------------------------------------------------------------- kcat
+
+_KCAT_KEY_DELIMITER = b"\x1f"
+_KCAT_MESSAGE_DELIMITER = b"\x1e"
+
+
+class KcatClient(Client):
+    """kcat in produce (-P) and consume (-C -J) modes.
+
+    kcat sets headers and the partition per invocation, so `produce` runs it once per (partition,
+    headers) group; it cannot set timestamps, tell offsets, or tell an empty key or value from a null
+    one (-Z sends empty as null).
+    """
+
+    name = "kcat"
+    capabilities = frozenset({"per_message_partition", "consume"})
+
+    def _run(self, arguments: list[str], stdin: bytes = b"", timeout: float = OPERATION_TIMEOUT):
+        executable = shutil.which("kcat")
+        if executable is None:
+            raise ClientError(self.name, None, "kcat is not installed: run compat_tests/setup.sh")
+        try:
+            return subprocess.run([executable, "-b", self.bootstrap, "-m", "10", *arguments], input=stdin,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClientError(self.name, None, f"kcat {arguments} did not finish in {timeout} s; "
+                                               f"stderr: {exc.stderr!r}") from exc
+
+    def produce(self, topic, messages, *, compression="none"):
+        if any(m.timestamp is not None for m in messages):
+            raise ValueError("kcat cannot set record timestamps")
+        # Only the order within a partition matters: group each partition's messages together.
+        in_partition_order = sorted(messages, key=lambda m: -1 if m.partition is None else m.partition)
+        groups = itertools.groupby(in_partition_order, key=lambda m: (m.partition, m.headers))
+        for (partition, headers), group in groups:
+            arguments = ["-P", "-t", topic, "-K", r"\x1f", "-D", r"\x1e", "-Z",
+                         "-X", f"compression.codec={compression}"]
+            if partition is not None:
+                arguments += ["-p", str(partition)]
+            for name, value in headers:
+                arguments += ["-H", f"{name}={value.decode()}"]
+            stdin = b"".join((m.key or b"") + _KCAT_KEY_DELIMITER + (m.value or b"") + _KCAT_MESSAGE_DELIMITER
+                             for m in group)
+            completed = self._run(arguments, stdin)
+            stderr = completed.stderr.decode(errors="replace")
+            if completed.returncode != 0 or "Delivery failed" in stderr or "ERROR" in stderr:
+                raise ClientError(self.name, _kcat_error_name(stderr), f"exit {completed.returncode}: {stderr}")
+        return [Delivery(m.partition if m.partition is not None else -1, None) for m in messages]
+
+    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+        records: list[Consumed] = []
+        for partition in (list(partitions) if partitions is not None else [None]):
+            arguments = ["-C", "-t", topic, "-o", "beginning", "-e", "-J", "-c", str(count - len(records))]
+            if partition is not None:
+                arguments += ["-p", str(partition)]
+            completed = self._run(arguments, timeout=timeout)
+            stderr = completed.stderr.decode(errors="replace")
+            if completed.returncode != 0:
+                raise ClientError(self.name, _kcat_error_name(stderr), f"exit {completed.returncode}: {stderr}")
+            for line in completed.stdout.decode().splitlines():
+                if not line.startswith("{"):
+                    continue
+                envelope = json.loads(line)
+                headers = envelope.get("headers") or []
+                records.append(Consumed(
+                    envelope["partition"], envelope["offset"], _encode(envelope["key"]), _encode(envelope["payload"]),
+                    tuple((headers[i], _encode(headers[i + 1])) for i in range(0, len(headers), 2)),
+                    envelope["ts"]))
+        if len(records) < count:
+            raise _timed_out(self.name, records, count, timeout)
+        return _sorted(records)
+
+
+def _encode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+#: librdkafka's texts for the broker errors the tests provoke through kcat.
+_LIBRDKAFKA_ERROR_TEXTS = {
+    "Message size too large": ErrorCode.MESSAGE_TOO_LARGE,
+    "Unknown topic or partition": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    "Corrupt message": ErrorCode.CORRUPT_MESSAGE,
+    "Invalid message": ErrorCode.CORRUPT_MESSAGE,
+}
+
+
+def _kcat_error_name(stderr: str) -> str | None:
+    return next((code.name for text, code in _LIBRDKAFKA_ERROR_TEXTS.items() if text in stderr), None)
+
+
+# --------------------------------------------------------------------------------------- registry and helpers
+
+CLIENTS: dict[str, type[Client]] = {cls.name: cls for cls in
+                                    (KafkaPythonClient, ConfluentClient, AiokafkaClient, KafkajsClient, KcatClient)}
+
+
+def client_names(*capabilities: str) -> list[str]:
+    """Names of the clients that have every one of `capabilities`."""
+    return [name for name, cls in CLIENTS.items() if set(capabilities) <= cls.capabilities]
+
+
+def supports_codec(client: str, codec: str) -> str | None:
+    """Why `client` cannot use `codec` here, or None when it can."""
+    if client == "kafkajs" and codec not in KafkajsClient.codecs:
+        return f"kafkajs has no built-in {codec} codec"
+    if client == "kafka-python":
+        import kafka.codec
+
+        available = {"gzip": kafka.codec.has_gzip, "snappy": kafka.codec.has_snappy, "lz4": kafka.codec.has_lz4,
+                     "zstd": kafka.codec.has_zstd}
+        if not available[codec]():
+            return f"kafka-python's {codec} codec needs a library that is not installed (python-snappy for snappy)"
+    return None
+
+
+def _wait_for(lookup, what: str, timeout: float = OPERATION_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (result := lookup()):
+        if time.monotonic() > deadline:
+            raise ClientError("metadata", None, f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return result
+
+
+def sample_messages(count: int, partitions: int = 1, *, client: str = "kafka-python",
+                    base_timestamp: int | None = None) -> list[Message]:
+    """A deterministic mix of keyed and unkeyed records, null values, headers and explicit timestamps,
+    spread round-robin over `partitions`, limited to what `client` can produce (kcat: the same headers
+    for a whole partition, no timestamps)."""
+    capabilities = CLIENTS[client].capabilities
+    base_timestamp = base_timestamp if base_timestamp is not None else 1_700_000_000_000
+    messages = []
+    for i in range(count):
+        partition = i % partitions
+        headers: tuple[tuple[str, bytes], ...] = (("source", b"compat"), ("partition-hint", str(partition).encode()))
+        if "per_message_headers" in capabilities and i % 3 == 2:
+            headers = ()
+        messages.append(Message(
+            key=None if i % 4 == 1 else f"key-{i}".encode(),
+            value=None if i % 7 == 3 else f"value-{i}-{'x' * (i % 13)}".encode(),
+            headers=headers,
+            timestamp=base_timestamp + i * 1000 if "per_message_timestamps" in capabilities else None,
+            partition=partition if partitions > 1 or "per_message_partition" in capabilities else None,
+        ))
+    return messages
+
+
+def numbered_messages(count: int, prefix: str = "m", size: int = 0) -> list[Message]:
+    """`count` simple keyed records (value padded to at least `size` bytes), for codec and durability tests."""
+    return [Message(key=f"{prefix}-key-{i}".encode(), value=f"{prefix}-{i}-".encode().ljust(size, b"z"))
+            for i in range(count)]
+
+
+def by_partition(messages: Sequence[Message], deliveries: Sequence[Delivery] | None = None
+                 ) -> dict[int, list[Message]]:
+    """Group produced messages by the partition they went to (from `deliveries` when given)."""
+    grouped: dict[int, list[Message]] = {}
+    for index, message in enumerate(messages):
+        partition = deliveries[index].partition if deliveries is not None else message.partition
+        grouped.setdefault(partition if partition is not None else 0, []).append(message)
+    return grouped
+
+
+def assert_round_trip(produced: Sequence[Message], deliveries: Sequence[Delivery], consumed: Sequence[Consumed],
+                      *, check_timestamps: bool = True) -> None:
+    """Every produced message was read back, in produce order within each partition, unchanged."""
+    assert len(consumed) == len(produced), (len(consumed), len(produced))
+    expected = by_partition(produced, deliveries if all(d.partition >= 0 for d in deliveries) else None)
+    actual: dict[int, list[Consumed]] = {}
+    for record in consumed:
+        actual.setdefault(record.partition, []).append(record)
+    assert sorted(actual) == sorted(expected), (sorted(actual), sorted(expected))
+    for partition, records in actual.items():
+        offsets = [r.offset for r in records]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), offsets
+        for message, record in zip(expected[partition], records, strict=True):
+            assert (record.key, record.value) == (message.key, message.value), (partition, record, message)
+            assert record.headers == message.headers, (partition, record, message)
+            if check_timestamps and message.timestamp is not None:
+                assert record.timestamp == message.timestamp, (partition, record, message)
+    delivered_offsets = {d for d in deliveries if d.offset is not None}
+    if delivered_offsets:
+        assert delivered_offsets == {(r.partition, r.offset) for r in consumed}
