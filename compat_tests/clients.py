@@ -756,9 +756,12 @@ def sample_messages(count: int, partitions: int = 1, *, client: str = "kafka-pyt
     return messages
 
 
-def numbered_messages(count: int, prefix: str = "m", size: int = 0) -> list[Message]:
-    """`count` simple keyed records (value padded to at least `size` bytes), for codec and durability tests."""
-    return [Message(key=f"{prefix}-key-{i}".encode(), value=f"{prefix}-{i}-".encode().ljust(size, b"z"))
+def numbered_messages(count: int, prefix: str = "m", *, size: int = 0, partitions: int | None = None
+                      ) -> list[Message]:
+    """`count` simple keyed records, values padded to at least `size` bytes, spread round-robin over
+    `partitions` (None: the client's partitioner chooses)."""
+    return [Message(key=f"{prefix}-key-{i}".encode(), value=f"{prefix}-{i}-".encode().ljust(size, b"z"),
+                    partition=None if partitions is None else i % partitions)
             for i in range(count)]
 
 
@@ -773,8 +776,9 @@ def by_partition(messages: Sequence[Message], deliveries: Sequence[Delivery] | N
 
 
 def assert_round_trip(produced: Sequence[Message], deliveries: Sequence[Delivery], consumed: Sequence[Consumed],
-                      *, check_timestamps: bool = True) -> None:
-    """Every produced message was read back, in produce order within each partition, unchanged."""
+                      *, first_offset: int | None = 0) -> None:
+    """Every produced message was read back unchanged, in produce order within each partition, at dense
+    offsets from `first_offset` (None: any offsets), matching the offsets the producer was told."""
     assert len(consumed) == len(produced), (len(consumed), len(produced))
     expected = by_partition(produced, deliveries if all(d.partition >= 0 for d in deliveries) else None)
     actual: dict[int, list[Consumed]] = {}
@@ -784,10 +788,12 @@ def assert_round_trip(produced: Sequence[Message], deliveries: Sequence[Delivery
     for partition, records in actual.items():
         offsets = [r.offset for r in records]
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), offsets
+        if first_offset is not None:
+            assert offsets == list(range(first_offset, first_offset + len(offsets))), (partition, offsets)
         for message, record in zip(expected[partition], records, strict=True):
             assert (record.key, record.value) == (message.key, message.value), (partition, record, message)
             assert record.headers == message.headers, (partition, record, message)
-            if check_timestamps and message.timestamp is not None:
+            if message.timestamp is not None:
                 assert record.timestamp == message.timestamp, (partition, record, message)
     delivered_offsets = {d for d in deliveries if d.offset is not None}
     if delivered_offsets:

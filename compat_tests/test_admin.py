@@ -1,0 +1,118 @@
+"""Admin APIs through each client's admin interface: CreateTopics (with configs), the errors
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS and INVALID_REPLICATION_FACTOR, DescribeConfigs,
+CreatePartitions and DeleteTopics, and auto-creation of topics on produce."""
+
+from __future__ import annotations
+
+import pytest
+
+from compat_tests.clients import CLIENTS, ClientError, client_names, numbered_messages, assert_round_trip
+from compat_tests.harness import wait_until
+
+ADMIN_CLIENTS = client_names("admin")
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_create_describe_and_delete_topic(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic()
+
+    admin.create_topic(name, 3, configs={"retention.ms": "3600000", "cleanup.policy": "delete"})
+
+    assert name in admin.list_topics()
+    assert admin.partitions(name) == [0, 1, 2]
+    configs = admin.describe_configs(name)
+    assert configs["retention.ms"] == "3600000"
+    assert configs["cleanup.policy"] == "delete"
+    assert "segment.bytes" in configs and "max.message.bytes" in configs, sorted(configs)
+
+    admin.delete_topic(name)
+    wait_until(lambda: name not in admin.list_topics(), message=f"{name} to disappear from metadata")
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_topic_already_exists(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic()
+    admin.create_topic(name, 2)
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_topic(name, 2)
+
+    assert refused.value.error == "TOPIC_ALREADY_EXISTS", refused.value
+    assert admin.partitions(name) == [0, 1]
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_invalid_replication_factor(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic()
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_topic(name, 1, replication_factor=3)  # one broker cannot hold three replicas
+
+    assert refused.value.error == "INVALID_REPLICATION_FACTOR", refused.value
+    assert name not in admin.list_topics()
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_create_topic_with_no_partitions(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic()
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_topic(name, 0)
+
+    assert refused.value.error == "INVALID_PARTITIONS", refused.value
+    assert name not in admin.list_topics()
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_create_partitions(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic(partitions=2)
+
+    admin.create_partitions(name, 5)
+
+    wait_until(lambda: admin.partitions(name) == [0, 1, 2, 3, 4], message=f"{name} to have 5 partitions")
+    messages = numbered_messages(5, partitions=5)
+    producer = CLIENTS["confluent-kafka"](broker.bootstrap)
+    deliveries = producer.produce(name, messages)
+    assert_round_trip(messages, deliveries, producer.consume(name, 5))
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_create_partitions_cannot_shrink(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic(partitions=3)
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_partitions(name, 2)
+
+    assert refused.value.error == "INVALID_PARTITIONS", refused.value
+    assert admin.partitions(name) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_delete_unknown_topic(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+
+    with pytest.raises(ClientError) as refused:
+        admin.delete_topic(topic())
+
+    assert refused.value.error == "UNKNOWN_TOPIC_OR_PARTITION", refused.value
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_produce_auto_creates_topic(broker, topic, client_for, client):
+    """Producing to an unknown topic creates it with the broker's defaults (one partition)."""
+    adapter = client_for(client, broker)
+    name = topic()
+    messages = numbered_messages(3, prefix=client)
+
+    deliveries = adapter.produce(name, messages)
+
+    metadata = CLIENTS["confluent-kafka"](broker.bootstrap)
+    assert metadata.partitions(name) == [0]
+    assert name in metadata.list_topics()
+    assert_round_trip(messages, deliveries, metadata.consume(name, 3))
