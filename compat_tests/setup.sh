@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the non-Python dependencies of trafka's compatibility tests on a Debian machine (as root):
-# kcat (Debian's build links librdkafka 2.0.x) and the pinned kafkajs in compat_tests/js/node_modules.
+# kcat (Debian's build links librdkafka 2.0.x), node/npm where missing, and the pinned kafkajs in
+# compat_tests/js/node_modules.
 # Idempotent, needs no standard input, and prints nothing unless something fails.
 set -euo pipefail
 
@@ -16,18 +17,16 @@ run_quietly() {
     fi
 }
 
-if ! command -v kcat >/dev/null 2>&1; then
+apt_packages=()
+command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
+command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
+if ((${#apt_packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
-    # Refresh the package lists only when apt does not know kcat yet (a fresh image has no lists).
-    if ! apt-cache show kcat >/dev/null 2>&1; then
+    # Refresh the package lists only when apt does not know the packages yet (a fresh image has no lists).
+    if ! apt-cache show "${apt_packages[@]}" >/dev/null 2>&1; then
         run_quietly apt-get update
     fi
-    run_quietly apt-get install -y --no-install-recommends kcat
-fi
-
-if ! command -v npm >/dev/null 2>&1; then
-    echo "compat_tests/setup.sh: npm is required for the kafkajs tests (apt-get install nodejs npm)" >&2
-    exit 1
+    run_quietly apt-get install -y --no-install-recommends "${apt_packages[@]}"
 fi
 
 # npm ci wipes and reinstalls node_modules: skip it when every locked package is installed at its version.
