@@ -476,11 +476,11 @@ class AiokafkaClient(Client):
     async def _topic_partitions(self, consumer, topic):
         from aiokafka import TopicPartition
 
+        # The consumer's own metadata only covers assigned topics; ask the cluster (as topics() does).
         deadline = time.monotonic() + OPERATION_TIMEOUT
-        while not (ids := consumer.partitions_for_topic(topic)):
+        while not (ids := (await consumer._client.fetch_all_metadata()).partitions_for_topic(topic)):
             if time.monotonic() > deadline:
                 raise ClientError(self.name, None, f"no metadata for {topic}")
-            await consumer.topics()  # refreshes the cluster metadata
             await asyncio.sleep(0.05)
         return [TopicPartition(topic, p) for p in sorted(ids)]
 
