@@ -61,7 +61,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_VERSION = 1
 _XERIAL_COMPATIBLE_VERSION = 1
-XERIAL_SNAPPY_HEADER = _XERIAL_MAGIC + struct.pack(">ii", _XERIAL_VERSION, _XERIAL_COMPATIBLE_VERSION)
+XERIAL_SNAPPY_HEADER = _XERIAL_MAGIC + struct.pack(
+    ">ii", _XERIAL_VERSION, _XERIAL_COMPATIBLE_VERSION
+)
 _XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
 
@@ -152,7 +154,7 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int | None)
         if not decompressor.eof:
             raise _corrupt(Compression.GZIP, "the stream ends before its end marker")
         remaining = decompressor.unused_data
-        # Like Java's GZIPInputStream, read further members but ignore trailing bytes that are not one.
+        # Like Java's GZIPInputStream: read further members, ignore trailing bytes that are not one.
         if remaining[:2] != _GZIP_MAGIC:
             return bytes(output)
 

@@ -109,6 +109,7 @@ _RECORD_COUNT = 57
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
+_new_tuple = tuple.__new__
 _INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -180,7 +181,7 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class SimpleRecord:
-    """A record to encode. ``timestamp=None`` takes the batch's base timestamp, or the current time."""
+    """A record to encode; ``timestamp=None`` means the base timestamp or the time now."""
 
     key: bytes | None
     value: bytes | None
@@ -215,7 +216,7 @@ def _invalid(message: str) -> KafkaError:
 
 
 class RecordBatch:
-    """A view over the batch at ``buffer[position:]``; every field is read from the buffer on access.
+    """A view over the batch at ``buffer[position:]``; fields are read from the buffer on access.
 
     Constructing a view only requires a whole batch header to be present; :meth:`validate` checks
     that the batch itself is sound. Patching the buffer (``set_base_offset`` ...) is seen by views.
@@ -246,7 +247,7 @@ class RecordBatch:
 
     def header(self) -> BatchHeader:
         """Every header field with one unpack: cheaper than several property reads."""
-        return BatchHeader._make(_HEADER.unpack_from(self.buffer, self.position))
+        return _new_tuple(BatchHeader, _HEADER.unpack_from(self.buffer, self.position))
 
     @property
     def base_offset(self) -> int:
@@ -378,30 +379,34 @@ class RecordBatch:
         batches that break the first two rules, so they do not apply to replicated or stored data.)
         The records themselves are not decoded.
         """
-        (batch_length, magic) = _LENGTH_AND_MAGIC.unpack_from(self.buffer, self.position + _BATCH_LENGTH)
-        where = f"record batch at byte {self.position}"
-        if magic != MAGIC:
-            raise _corrupt(_bad_magic_message(self.position, magic))
+        buffer, position = self.buffer, self.position
+        header = self.header()
+        batch_length = header.batch_length
+        if header.magic != MAGIC:
+            raise _corrupt(_bad_magic_message(position, header.magic))
+        where = f"record batch at byte {position}"
         if batch_length < _MIN_BATCH_LENGTH:
             raise _corrupt(
                 f"{where} has batch_length {batch_length}, less than the {_MIN_BATCH_LENGTH} "
                 "bytes of its own header"
             )
-        available = len(self.buffer) - self.position
+        available = len(buffer) - position
         if LOG_OVERHEAD + batch_length > available:
             raise _corrupt(
                 f"{where} is truncated: its size is {LOG_OVERHEAD + batch_length} bytes but only "
                 f"{available} remain"
             )
-        stored_crc, computed_crc = self.crc, self.compute_crc()
-        if stored_crc != computed_crc:
+        computed_crc = crc32c(
+            memoryview(buffer)[position + _ATTRIBUTES : position + LOG_OVERHEAD + batch_length]
+        )
+        if header.crc != computed_crc:
             raise _corrupt(
-                f"{where} is corrupt: stored CRC-32C 0x{stored_crc:08x}, computed 0x{computed_crc:08x}"
+                f"{where} is corrupt: stored CRC-32C 0x{header.crc:08x}, "
+                f"computed 0x{computed_crc:08x}"
             )
-        header = self.header()
         if header.record_count < 0:
             raise _corrupt(f"{where} has a negative record count {header.record_count}")
-        _codec(header.attributes, self.position)
+        _codec(header.attributes, position)
         if from_client:
             self._validate_client_rules(header, where)
 
@@ -453,9 +458,9 @@ class RecordBatch:
             return
         start = self.position + RECORD_BATCH_OVERHEAD
         end = self.position + LOG_OVERHEAD + header.batch_length
+        if not start <= end <= len(self.buffer):
+            raise _corrupt(f"record batch at byte {self.position} has an impossible batch_length")
         payload = memoryview(self.buffer)[start:end]
-        if len(payload) != end - start:
-            raise _corrupt(f"record batch at byte {self.position} extends past the end of the buffer")
         codec = _codec(header.attributes, self.position)
         data = decompress(codec, payload, max_size=max_uncompressed_size)
         if header.attributes & _TIMESTAMP_TYPE_MASK:
@@ -527,7 +532,8 @@ def _decode_records(
             record_end = position + length
             if length < 0 or record_end > size:
                 raise _invalid(
-                    f"record {index} declares {length} bytes but {size - position} remain in the batch"
+                    f"record {index} declares {length} bytes but {size - position} remain "
+                    "in the batch"
                 )
             position += 1  # record attributes: unused
             timestamp_delta, position = read_varint(data, position)
@@ -573,7 +579,8 @@ def _decode_records(
             raise _invalid(f"record {index} has a header key that is not UTF-8: {exc}") from None
         if position != record_end:
             raise _invalid(
-                f"record {index} declares {length} bytes but its fields take {position - record_start}"
+                f"record {index} declares {length} bytes but its fields take "
+                f"{position - record_start}"
             )
         yield Record(
             base_offset + offset_delta,
@@ -608,7 +615,9 @@ def parse_end_transaction_marker(record: Record) -> EndTransactionMarker:
     """The COMMIT or ABORT marker in a control record."""
     control_type = parse_control_record_key(record.key)
     if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-        raise _invalid(f"control record of type {control_type.name} is not an end transaction marker")
+        raise _invalid(
+            f"control record of type {control_type.name} is not an end transaction marker"
+        )
     value = record.value
     if value is None or len(value) < _END_TXN_MARKER_VALUE.size:
         raise _invalid(
@@ -636,7 +645,7 @@ def _framing_error(buffer: Buffer, position: int, end: int) -> KafkaError | None
     remaining = end - position
     if remaining < RECORD_BATCH_OVERHEAD:
         if remaining > _MAGIC:
-            magic = buffer[position + _MAGIC]
+            (magic,) = _INT8.unpack_from(buffer, position + _MAGIC)
             if magic != MAGIC:
                 return _corrupt(_bad_magic_message(position, magic))
         return _corrupt(
@@ -667,7 +676,9 @@ def _check_range(buffer: Buffer, position: int, end: int | None) -> int:
     return end
 
 
-def iter_batches(buffer: Buffer, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
+def iter_batches(
+    buffer: Buffer, position: int = 0, end: int | None = None
+) -> Iterator[RecordBatch]:
     """Views of the consecutive batches in ``buffer[position:end]``, which must hold whole batches.
 
     Only the framing is checked here (magic, ``batch_length``, that each batch fits): anything else
@@ -675,22 +686,17 @@ def iter_batches(buffer: Buffer, position: int = 0, end: int | None = None) -> I
     :meth:`RecordBatch.validate` on each batch for CRC and the rest.
     """
     end = _check_range(buffer, position, end)
-    length_and_magic = _LENGTH_AND_MAGIC.unpack_from
     while position < end:
-        if end - position >= RECORD_BATCH_OVERHEAD:
-            batch_length, magic = length_and_magic(buffer, position + _BATCH_LENGTH)
-            size = LOG_OVERHEAD + batch_length
-            if magic == MAGIC and batch_length >= _MIN_BATCH_LENGTH and position + size <= end:
-                yield RecordBatch(buffer, position)
-                position += size
-                continue
         error = _framing_error(buffer, position, end)
-        assert error is not None
-        raise error
+        if error is not None:
+            raise error
+        batch = RecordBatch(buffer, position)
+        yield batch
+        position += batch.size
 
 
 class BatchScan:
-    """The whole, valid batches at the front of ``buffer[position:end]``, as log recovery needs them.
+    """The whole, valid batches at the front of ``buffer[position:end]``, for log recovery.
 
     Iterating yields each batch that frames correctly and passes :meth:`RecordBatch.validate`, and
     stops, without raising, at the first bytes that do not. Afterwards ``valid_end`` is the position
@@ -701,7 +707,6 @@ class BatchScan:
 
     def __init__(self, buffer: Buffer, position: int = 0, end: int | None = None) -> None:
         self.buffer = buffer
-        self.position = position
         self.end = _check_range(buffer, position, end)
         self.valid_end = position
         self.error: KafkaError | None = None
@@ -733,7 +738,11 @@ def _is_torn_tail(buffer: Buffer, position: int, end: int) -> bool:
     if remaining < _MAGIC + 1:
         return True
     batch_length, magic = _LENGTH_AND_MAGIC.unpack_from(buffer, position + _BATCH_LENGTH)
-    return magic == MAGIC and batch_length >= _MIN_BATCH_LENGTH and LOG_OVERHEAD + batch_length > remaining
+    return (
+        magic == MAGIC
+        and batch_length >= _MIN_BATCH_LENGTH
+        and LOG_OVERHEAD + batch_length > remaining
+    )
 
 
 def valid_prefix_length(buffer: Buffer, position: int = 0, end: int | None = None) -> int:
@@ -759,7 +768,7 @@ def set_partition_leader_epoch(buffer: bytearray | memoryview, position: int, ep
 def set_max_timestamp(
     buffer: bytearray | memoryview, position: int, timestamp_type: TimestampType, max_timestamp: int
 ) -> None:
-    """Set the timestamp type bit and ``max_timestamp``, and recompute the CRC (if anything changed)."""
+    """Set the timestamp type bit and ``max_timestamp``; recompute the CRC if anything changed."""
     batch = RecordBatch(buffer, position)
     attributes = batch.attributes
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
@@ -774,11 +783,15 @@ def set_max_timestamp(
 
 
 def set_log_append_time(buffer: bytearray | memoryview, position: int, timestamp: int) -> None:
-    """Mark the batch ``LOG_APPEND_TIME`` with ``timestamp`` as every record's time; fixes the CRC."""
+    """Mark the batch ``LOG_APPEND_TIME`` at ``timestamp`` (every record's time); fixes the CRC."""
     set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, timestamp)
 
 
 # -- building batches ------------------------------------------------------------------------------
+
+# A record to encode: offset delta, timestamp, key, value, headers.
+_Entry = tuple[int, int, Buffer | None, Buffer | None, Sequence[tuple[str, Buffer | None]]]
+
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -827,7 +840,8 @@ def build_batch(
     timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
     base_timestamp: int | None = None,
 ) -> bytes:
-    """Encode one batch, byte for byte as the Java client's builder does.
+    """Encode one batch. Uncompressed, its bytes are exactly those the Java client's builder writes
+    for the same records and settings.
 
     ``records`` are :class:`SimpleRecord`, tuples of its fields (``(key, value)``, ``(key, value,
     headers)``, ``(key, value, headers, timestamp)``), or decoded :class:`Record` s, which keep
@@ -838,7 +852,7 @@ def build_batch(
     if not records:
         raise ValueError("a record batch holds at least one record")
     default_timestamp = base_timestamp if base_timestamp is not None else _now_ms()
-    entries: list[tuple[int, int, Buffer | None, Buffer | None, Sequence[tuple[str, Buffer | None]]]] = []
+    entries: list[_Entry] = []
     for index, record in enumerate(records):
         if isinstance(record, Record):
             offset_delta = record.offset - base_offset
@@ -849,6 +863,9 @@ def build_batch(
             offset_delta = index
             timestamp = default_timestamp if record.timestamp is None else record.timestamp
         entries.append((offset_delta, timestamp, record.key, record.value, record.headers))
+    last_offset_delta = max(entry[0] for entry in entries)
+    if not 0 <= last_offset_delta <= _INT32_MAX or min(entry[0] for entry in entries) < 0:
+        raise ValueError("record offsets must lie in [base_offset, base_offset + 2**31 - 1]")
     if base_timestamp is None:
         base_timestamp = entries[0][1]
     parts: list[Buffer] = []
@@ -863,9 +880,6 @@ def build_batch(
         attributes |= _TRANSACTIONAL_MASK
     if is_control:
         attributes |= _CONTROL_MASK
-    last_offset_delta = max(entry[0] for entry in entries)
-    if not 0 <= last_offset_delta <= _INT32_MAX or min(entry[0] for entry in entries) < 0:
-        raise ValueError("record offsets must lie within 2**31 - 1 of the base offset, at or after it")
     max_timestamp = max(entry[1] for entry in entries)
     batch = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
     _HEADER.pack_into(
@@ -900,8 +914,8 @@ def build_control_batch(
     timestamp: int | None = None,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """A transaction marker batch: one control record committing or aborting the producer's
-    transaction, in a transactional control batch without sequence numbers, as the broker writes it."""
+    """A transaction marker batch, as the broker writes it: one control record committing or
+    aborting the producer's transaction, in a transactional control batch without sequences."""
     kind = ControlRecordType(kind)
     if kind not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
         raise ValueError(f"an end transaction marker is COMMIT or ABORT, not {kind.name}")

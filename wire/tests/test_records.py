@@ -44,7 +44,7 @@ SAMPLE = [
 
 @pytest.fixture
 def snappy_for_kafka_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """kafka-python needs python-snappy for its xerial framing code; serve it raw snappy via cramjam."""
+    """kafka-python's xerial framing code needs python-snappy; give it raw snappy from cramjam."""
     import cramjam
 
     shim = types.SimpleNamespace(
@@ -78,12 +78,15 @@ def kafka_python_batch(
 
 
 def decoded(batch: bytes | bytearray) -> list[tuple]:
-    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in RecordBatch(batch).records()]
+    return [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in RecordBatch(batch).records()
+    ]
 
 
 def expected(records: list[SimpleRecord], base_offset: int = 0) -> list[tuple]:
     return [
-        (base_offset + i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(records)
+        (base_offset + i, r.timestamp, r.key, r.value, list(r.headers))
+        for i, r in enumerate(records)
     ]
 
 
