@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import itertools
 import json
 import shutil
@@ -381,34 +382,39 @@ class ConfluentClient(Client):
         finally:
             consumer.close()
 
-    def _admin_call(self, futures):
+    def _admin_call(self, operation: str, *arguments, **options):
+        """Run one AdminClient operation and wait for its results (the client must outlive its futures)."""
         from confluent_kafka import KafkaException
-
-        try:
-            return [future.result(OPERATION_TIMEOUT) for future in futures.values()]
-        except KafkaException as exc:
-            raise self._error(exc.args[0]) from exc
-
-    def _admin(self):
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            return [future.result(OPERATION_TIMEOUT)
+                    for future in getattr(admin, operation)(*arguments, **options).values()]
+        except KafkaException as exc:
+            raise self._error(exc.args[0]) from exc
+        except concurrent.futures.TimeoutError as exc:
+            raise ClientError(self.name, None, f"{operation} got no answer in {OPERATION_TIMEOUT} s") from exc
+
+    def _metadata(self, topic: str | None = None):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=OPERATION_TIMEOUT)
 
     def create_topic(self, topic, partitions, replication_factor=1, configs=None):
         from confluent_kafka.admin import NewTopic
 
-        self._admin_call(self._admin().create_topics(
-            [NewTopic(topic, partitions, replication_factor, config=configs or {})], operation_timeout=10))
+        self._admin_call("create_topics", [NewTopic(topic, partitions, replication_factor, config=configs or {})],
+                         operation_timeout=10)
 
     def delete_topic(self, topic):
-        self._admin_call(self._admin().delete_topics([topic], operation_timeout=10))
+        self._admin_call("delete_topics", [topic], operation_timeout=10)
 
     def list_topics(self):
-        return set(self._admin().list_topics(timeout=OPERATION_TIMEOUT).topics)
+        return set(self._metadata().topics)
 
     def partitions(self, topic):
-        metadata = self._admin().list_topics(topic, timeout=OPERATION_TIMEOUT)
-        found = metadata.topics[topic]
+        found = self._metadata(topic).topics[topic]
         if found.error is not None:
             raise self._error(found.error)
         return sorted(found.partitions)
@@ -416,12 +422,12 @@ class ConfluentClient(Client):
     def create_partitions(self, topic, total):
         from confluent_kafka.admin import NewPartitions
 
-        self._admin_call(self._admin().create_partitions([NewPartitions(topic, total)], operation_timeout=10))
+        self._admin_call("create_partitions", [NewPartitions(topic, total)], operation_timeout=10)
 
     def describe_configs(self, topic):
         from confluent_kafka.admin import ConfigResource, ResourceType
 
-        [entries] = self._admin_call(self._admin().describe_configs([ConfigResource(ResourceType.TOPIC, topic)]))
+        [entries] = self._admin_call("describe_configs", [ConfigResource(ResourceType.TOPIC, topic)])
         return {name: entry.value for name, entry in entries.items()}
 
 
