@@ -1,0 +1,239 @@
+"""Server-side Kafka framing, sans-I/O: bytes in, decoded requests out; responses out as chunks.
+
+Each request is a frame: an int32 size, then that many bytes holding the request header and body.
+The transport feeds whatever it reads to ``receive_data`` and drains ``next_request`` until it says
+``NEED_DATA``; clients pipeline requests, so one read may carry several frames or a fraction of one.
+``send_response`` turns a response message into the chunks of one frame, in the order to send them
+(a ``FileSlice`` among them is meant for ``os.sendfile``).
+
+A frame that cannot be a valid request (bad size, truncated header, unknown api key, body that does
+not decode) raises ``ProtocolError``: Kafka closes such connections. A known api key at a version
+outside the supported range yields ``UnsupportedVersion`` so that the broker can answer ApiVersions
+with UNSUPPORTED_VERSION (in ApiVersions v0), as Kafka does, and close the connection otherwise.
+
+Records in a decoded request are writable memoryviews into a buffer that belongs to that request
+alone, so the log can patch base offsets in place without copying.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from wire.chunks import Chunk, chunks_size
+from wire.primitives import DecodeError, Message, Writer
+from wire.protocol import (
+    REQUESTS,
+    RESPONSES,
+    RequestHeader,
+    decode_request_header,
+    encode_response_header,
+    response_header_version,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "NEED_DATA",
+    "ProtocolError",
+    "Request",
+    "RequestHeader",
+    "ServerConnection",
+    "UnsupportedVersion",
+]
+
+DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
+
+_SIZE = struct.Struct(">i")
+_MIN_HEADER_SIZE = 10  # api_key, api_version, correlation_id, client_id length
+
+# A frame at least this large is handed to its request without copying it out of the receive buffer.
+_DETACH_SIZE = 65536
+
+# What the first four bytes look like when the peer does not speak the Kafka protocol.
+_FOREIGN_PROTOCOLS = (
+    (b"GET ", "an HTTP request"),
+    (b"POST", "an HTTP request"),
+    (b"PUT ", "an HTTP request"),
+    (b"HEAD", "an HTTP request"),
+    (b"\x16\x03", "a TLS handshake (a TLS client on a plaintext listener?)"),
+)
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+"""``next_request`` has no complete frame: feed more data with ``receive_data``."""
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid Kafka request; the connection must be closed."""
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeader
+    body: Message
+    size: int  # of the frame, without its 4-byte size prefix
+
+
+@dataclass(slots=True)
+class UnsupportedVersion:
+    """A request for a known API at a version this server does not support (the frame is consumed)."""
+
+    header: RequestHeader
+    size: int = 0
+    supported: tuple[int, int] | None = None  # the version range served; None: the API is not served
+
+
+class ServerConnection:
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        supported: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
+        """``supported`` maps api keys to the (min, max) versions served; by default everything the
+        codec knows. Versions beyond the codec's range are never supported."""
+        self.max_frame_size = max_frame_size
+        self._versions: dict[int, tuple[int, int]] = {}
+        for api_key, request in REQUESTS.items():
+            if supported is None:
+                self._versions[api_key] = (request.MIN_VERSION, request.MAX_VERSION)
+            elif api_key in supported:
+                low, high = supported[api_key]
+                self._versions[api_key] = (max(low, request.MIN_VERSION), min(high, request.MAX_VERSION))
+        self._buffer = bytearray()
+        self._start = 0  # where the next frame begins in _buffer
+        self._peer_closed = False
+        self._error: ProtocolError | None = None
+
+    @property
+    def peer_closed(self) -> bool:
+        """Whether ``receive_data(b"")`` reported the end of the peer's data."""
+        return self._peer_closed
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feeds bytes read from the peer; ``b""`` means the peer closed its side."""
+        if self._peer_closed:
+            raise RuntimeError("receive_data() after the peer closed the connection")
+        if not data:
+            self._peer_closed = True
+            return
+        if self._start:
+            del self._buffer[: self._start]  # O(1): CPython drops a bytearray's head in place
+            self._start = 0
+        self._buffer += data
+
+    def next_request(self) -> Request | UnsupportedVersion | _Sentinel:
+        """The next complete request, ``UnsupportedVersion``, or ``NEED_DATA``.
+
+        Raises ``ProtocolError`` when the data cannot be a valid request; after that the connection
+        stays broken and every call raises the same error. After the peer closed, ``NEED_DATA`` means
+        that there is nothing more (a partial frame at that point is a ``ProtocolError``).
+        """
+        if self._error is not None:
+            raise self._error
+        try:
+            return self._next_request()
+        except ProtocolError as exc:
+            self._error = exc
+            raise
+
+    def send_response(self, header: RequestHeader, response: Message, version: int | None = None) -> list[Chunk]:
+        """The frame of ``response`` to the request with ``header``: size, response header, body.
+
+        ``version`` defaults to the request's; ApiVersions answers an unsupported version in v0.
+        In-memory chunks are bytearrays; ``FileSlice`` records stay separate chunks for sendfile.
+        """
+        if version is None:
+            version = header.api_version
+        expected = RESPONSES.get(header.api_key)
+        if type(response) is not expected:
+            raise TypeError(
+                f"{type(response).__name__} is not the response to api key {header.api_key} "
+                f"({expected.__name__ if expected else 'unknown'})"
+            )
+        w = Writer()
+        w += b"\0\0\0\0"  # the frame size, patched below
+        encode_response_header(w, header.correlation_id, response_header_version(header.api_key, version))
+        response.encode_into(w, version)
+        chunks = w.chunks()
+        chunks[0][0:4] = _SIZE.pack(chunks_size(chunks) - 4)  # type: ignore[index]
+        return chunks
+
+    def _next_request(self) -> Request | UnsupportedVersion | _Sentinel:
+        buffer = self._buffer
+        start = self._start
+        available = len(buffer) - start
+        if available < 4:
+            return self._need_data(available)
+        (size,) = _SIZE.unpack_from(buffer, start)
+        if size < _MIN_HEADER_SIZE or size > self.max_frame_size:
+            raise ProtocolError(self._bad_size(size, bytes(buffer[start : start + 4])))
+        end = start + 4 + size
+        if len(buffer) < end:
+            return self._need_data(available, size)
+        if size >= _DETACH_SIZE:
+            # Hand the receive buffer itself to this request; keep only what follows the frame.
+            frame = memoryview(buffer)[start + 4 : end]
+            self._buffer = buffer[end:]
+            self._start = 0
+        else:
+            frame = memoryview(buffer[start + 4 : end])
+            self._start = end
+        return self._parse(frame)
+
+    def _need_data(self, available: int, size: int | None = None) -> _Sentinel:
+        if self._peer_closed and available:
+            expected = "the 4-byte frame size" if size is None else f"a frame of {size} bytes"
+            raise ProtocolError(
+                f"peer closed the connection in the middle of {expected} ({available} bytes received)"
+            )
+        return NEED_DATA
+
+    def _bad_size(self, size: int, prefix: bytes) -> str:
+        for start, protocol in _FOREIGN_PROTOCOLS:
+            if prefix.startswith(start):
+                return f"not a Kafka request: the data looks like {protocol}"
+        if size < 0:
+            return f"invalid frame size {size}: negative"
+        if size < _MIN_HEADER_SIZE:
+            return f"invalid frame size {size}: too small for a request header ({_MIN_HEADER_SIZE} bytes)"
+        return (
+            f"frame of {size} bytes is larger than the maximum of {self.max_frame_size} bytes "
+            "(socket.request.max.bytes)"
+        )
+
+    def _parse(self, frame: memoryview) -> Request | UnsupportedVersion:
+        size = len(frame)
+        try:
+            header, body_start = decode_request_header(frame)
+        except DecodeError as exc:
+            raise ProtocolError(f"malformed request header: {exc}") from None
+        request = REQUESTS.get(header.api_key)
+        if request is None:
+            raise ProtocolError(
+                f"unknown api key {header.api_key} (version {header.api_version}, "
+                f"correlation id {header.correlation_id}, client id {header.client_id!r})"
+            )
+        versions = self._versions.get(header.api_key)
+        if versions is None or not versions[0] <= header.api_version <= versions[1]:
+            return UnsupportedVersion(header, size, versions)
+        assert body_start is not None  # a supported version is within the codec's range
+        try:
+            body = request.decode(frame[body_start:], header.api_version)
+        except DecodeError as exc:
+            raise ProtocolError(
+                f"malformed request (correlation id {header.correlation_id}, "
+                f"client id {header.client_id!r}): {exc}"
+            ) from None
+        return Request(header, body, size)
