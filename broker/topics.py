@@ -17,7 +17,7 @@ from broker.config import BrokerConfig
 from broker.partition import Partition
 from storage.config import LogConfig
 from storage.manager import LogManager
-from storage.topics import TopicCatalog, TopicRecord
+from storage.topics import TopicCatalog, TopicRecord, new_topic_id
 from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class TopicManager:
             )
         topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
         log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
-        topic = Topic(name, uuid.uuid4(), topic_configs, log_config)
+        topic = Topic(name, new_topic_id(), topic_configs, log_config)
         if validate_only:
             return topic
         self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
@@ -201,6 +201,27 @@ class TopicManager:
         for index in range(current, count):
             topic.partitions.append(self._open_partition(topic, index))
         log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
+        """Replace the topic's config overrides with ``configs``, as AlterConfigs does.
+
+        Raises KafkaError(INVALID_CONFIG) for an unknown config or a bad value, and
+        UNKNOWN_TOPIC_OR_PARTITION when there is no such topic (configs are checked first, as in Kafka).
+        The new configs apply to the partitions' logs at once and survive restarts.
+        """
+        log_config = LogConfig.from_properties(configs, self.default_log_config)
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if validate_only:
+            return topic
+        self.catalog.set_configs(name, configs)
+        topic.configs = dict(configs)
+        topic.log_config = log_config
+        for partition in topic.partitions:
+            partition.log.config = log_config
+        log.info("topic %s configs are now %s", name, topic.configs)
         return topic
 
     def _colliding_topic(self, name: str) -> str | None:

@@ -1,0 +1,113 @@
+"""AlterConfigs (key 33), versions 0-2.
+
+The legacy way to change configs: each resource's configs in the request *replace* all of its
+overrides (a topic config left out goes back to the broker's default). Topic configs are checked
+like at creation (unknown name or bad value: INVALID_CONFIG), applied to the topic's logs at once and
+kept in the topic catalog; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION. ``validate_only``
+checks without changing anything.
+
+Request-level checks, per resource, as Kafka makes them: a resource named twice (INVALID_REQUEST for
+each), a config named twice, a null value, an empty topic name (INVALID_REQUEST) or an illegal one
+(INVALID_TOPIC_EXCEPTION). A broker resource must name this node or be empty (the cluster default);
+this broker has no dynamically updatable broker configs, so changing any is INVALID_REQUEST. Other
+resource types are INVALID_REQUEST.
+
+Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from broker.handlers.describe_configs import ResourceType, resource_type_name
+from broker.handlers.registry import RequestContext, handles
+from broker.topics import validate_topic_name
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import AlterConfigsRequest, AlterConfigsResponse
+from wire.protocol import ApiKey
+
+ResourceResult = AlterConfigsResponse.AlterConfigsResourceResponse
+
+# Resource types Kafka knows that this broker does not serve.
+_SUPPORTED_ELSEWHERE = frozenset({ResourceType.BROKER_LOGGER, ResourceType.CLIENT_METRICS, ResourceType.GROUP})
+
+
+@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    counts = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if counts[resource.resource_type, resource.resource_name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_resource(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                [config.name for config in resource.configs],
+                null_values=[config.name for config in resource.configs if config.value is None],
+            )
+            if resource.resource_type == ResourceType.TOPIC:
+                ctx.broker.topics.alter_configs(
+                    resource.resource_name,
+                    {config.name: config.value for config in resource.configs},
+                    validate_only=request.validate_only,
+                )
+        except KafkaError as exc:
+            responses.append(_result(resource, exc))
+        else:
+            responses.append(_result(resource))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def check_resource(
+    ctx: RequestContext, resource_type: int, resource_name: str, names: Sequence[str], *, null_values: Sequence[str]
+) -> None:
+    """The checks AlterConfigs and IncrementalAlterConfigs make before changing a resource's configs.
+
+    Raises KafkaError for a config named twice, a null value where one is needed, a resource that is
+    neither a topic nor this broker, and a change to a broker config (none can change at run time).
+    """
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    if null_values:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(null_values)}")
+    if resource_type == ResourceType.TOPIC:
+        if not resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+        validate_topic_name(resource_name)
+    elif resource_type == ResourceType.BROKER:
+        if resource_name:
+            try:
+                node_id = int(resource_name)
+            except ValueError:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource_name}"
+                ) from None
+            if node_id != ctx.broker.node_id:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Unexpected broker id, expected {ctx.broker.node_id}, but received {resource_name}",
+                )
+        if names:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Cannot update these configs dynamically: {', '.join(sorted(names))} "
+                "(this broker reads its configs at start-up only)",
+            )
+    elif resource_type in _SUPPORTED_ELSEWHERE:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Config resources of type {resource_type_name(resource_type)} are not supported by this broker",
+        )
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+
+def _result(resource: AlterConfigsRequest.AlterConfigsResource, error: KafkaError | None = None) -> ResourceResult:
+    return ResourceResult(
+        error_code=ErrorCode.NONE if error is None else error.code,
+        error_message=None if error is None else error.message or None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )

@@ -1,0 +1,73 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Raises a topic's partition count to ``count``; the new partitions start empty and are led by this
+node. Per topic, with Kafka's codes and messages:
+
+* a topic named twice in the request: INVALID_REQUEST; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION;
+* a count equal to or below the current one: INVALID_PARTITIONS (partitions are never removed);
+* manual ``assignments``, when given, must list exactly one replica set per new partition, each with
+  distinct registered brokers (here only this node) and the topic's replication factor:
+  INVALID_REPLICA_ASSIGNMENT otherwise.
+
+``validate_only`` checks everything and changes nothing.
+
+Version notes: v2 is the first flexible version; v3 changed only quota behaviour.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.handlers.create_topics import check_replica_assignment
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from wire.protocol import ApiKey
+
+TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def handle_create_partitions(
+    ctx: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    counts = Counter(topic.name for topic in request.topics)
+    results: list[TopicResult] = []
+    reported_duplicates: set[str] = set()
+    for wanted in request.topics:
+        if counts[wanted.name] > 1:
+            if wanted.name not in reported_duplicates:
+                reported_duplicates.add(wanted.name)
+                results.append(TopicResult(name=wanted.name, error_code=ErrorCode.INVALID_REQUEST,
+                                           error_message="Duplicate topic name."))
+            continue
+        try:
+            _create_partitions(ctx, wanted, request.validate_only)
+        except KafkaError as exc:
+            results.append(TopicResult(name=wanted.name, error_code=exc.code, error_message=exc.message or None))
+        else:
+            results.append(TopicResult(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _create_partitions(
+    ctx: RequestContext, wanted: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
+) -> None:
+    topics = ctx.broker.topics
+    topic = topics.get(wanted.name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+    # The count checks come first: the topic must grow.
+    topics.create_partitions(wanted.name, wanted.count, validate_only=True)
+    if wanted.assignments is not None:
+        additional = wanted.count - len(topic.partitions)
+        if len(wanted.assignments) != additional:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only "
+                f"{len(wanted.assignments)} assignment(s) were specified.",
+            )
+        replication_factor = len(topic.partitions[0].replicas)
+        for assignment in wanted.assignments:
+            check_replica_assignment(ctx, assignment.broker_ids, replication_factor)
+    if not validate_only:
+        topics.create_partitions(wanted.name, wanted.count)

@@ -1,0 +1,185 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Creates each topic of the request independently and answers with a result per topic, with Kafka's
+error codes and messages:
+
+* a name given twice in one request: INVALID_REQUEST for that name (nothing is created for it);
+* ``__cluster_metadata``: INVALID_REQUEST; an illegal name, or one that collides with an existing
+  topic once ``.`` and ``_`` are treated alike: INVALID_TOPIC_EXCEPTION; an existing topic:
+  TOPIC_ALREADY_EXISTS;
+* a config with a null value, an unknown config or a bad value: INVALID_CONFIG;
+* ``num_partitions``/``replication_factor`` of -1 take the broker's ``num.partitions`` and
+  ``default.replication.factor``; 0 or below -1 is INVALID_PARTITIONS/INVALID_REPLICATION_FACTOR;
+  a replication factor this single broker cannot hold is INVALID_REPLICATION_FACTOR;
+* a manual assignment requires both counts to be -1 (else INVALID_REQUEST); its partitions must be
+  0..n-1, each listed once, each with the same number of distinct, registered brokers (here only this
+  node): INVALID_REPLICA_ASSIGNMENT otherwise.
+
+``validate_only`` checks everything and creates nothing; the response is the same.
+
+Version notes: v1+ has error messages; v4+ lets counts be -1 (the defaults); v5 is the first flexible
+version and returns the new topic's partition count, replication factor and every config with its
+value and source; v7 returns the topic id.
+"""
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from broker.handlers.describe_configs import creation_config_source, topic_config_values
+from broker.handlers.registry import RequestContext, handles
+from broker.topics import Topic, validate_topic_name
+from storage.config import LogConfig
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import CreateTopicsRequest, CreateTopicsResponse
+from wire.protocol import ApiKey
+
+TopicResult = CreateTopicsResponse.CreatableTopicResult
+ConfigResult = CreateTopicsResponse.CreatableTopicConfigs
+CreatableTopic = CreateTopicsRequest.CreatableTopic
+
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@handles(ApiKey.CREATE_TOPICS, 2, 7)
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(topic.name for topic in request.topics)
+    results: list[TopicResult] = []
+    reported_duplicates: set[str] = set()
+    for wanted in request.topics:
+        if counts[wanted.name] > 1:
+            if wanted.name not in reported_duplicates:
+                reported_duplicates.add(wanted.name)
+                results.append(_error(wanted.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        try:
+            results.append(_create(ctx, wanted, request.validate_only))
+        except KafkaError as exc:
+            results.append(_error(wanted.name, exc.code, exc.message or None))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bool) -> TopicResult:
+    broker = ctx.broker
+    if wanted.name == CLUSTER_METADATA_TOPIC:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."
+        )
+    # Checked in Kafka's order: the name, then the configs, then partitions and replicas.
+    validate_topic_name(wanted.name)
+    if broker.topics.get(wanted.name) is not None:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{wanted.name}' already exists.")
+    null_configs = [config.name for config in wanted.configs if config.value is None]
+    if null_configs:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(null_configs)}"
+        )
+    configs = {config.name: config.value for config in wanted.configs}
+    LogConfig.from_properties(configs, broker.default_log_config)
+    num_partitions, replication_factor = wanted.num_partitions, wanted.replication_factor
+    if wanted.assignments:
+        num_partitions, replication_factor = _check_assignments(ctx, wanted)
+    topic = broker.topics.create(
+        wanted.name, num_partitions, replication_factor, configs, validate_only=validate_only
+    )
+    if num_partitions == -1:
+        num_partitions = broker.config.num_partitions
+    if replication_factor == -1:
+        replication_factor = broker.config.default_replication_factor
+    return _success(ctx, topic, num_partitions, replication_factor)
+
+
+def _check_assignments(ctx: RequestContext, wanted: CreatableTopic) -> tuple[int, int]:
+    """Validate a manual assignment as Kafka does; returns its partition count and replication factor."""
+    if wanted.replication_factor != -1:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        )
+    if wanted.num_partitions != -1:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    seen: set[int] = set()
+    replication_factor: int | None = None
+    for assignment in wanted.assignments:
+        if assignment.partition_index in seen:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {assignment.partition_index}",
+            )
+        seen.add(assignment.partition_index)
+        check_replica_assignment(ctx, assignment.broker_ids, replication_factor)
+        replication_factor = len(assignment.broker_ids)
+    if seen != set(range(len(seen))):
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        )
+    assert replication_factor is not None
+    return len(seen), replication_factor
+
+
+def check_replica_assignment(ctx: RequestContext, broker_ids: list[int], replication_factor: int | None) -> None:
+    """One partition's manual replica list: not empty, registered brokers only, each once, and as many
+    replicas as ``replication_factor`` when that is known. Raises INVALID_REPLICA_ASSIGNMENT."""
+    if not broker_ids:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+        )
+    previous = None
+    for broker_id in sorted(broker_ids):
+        if broker_id != ctx.broker.node_id:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+            )
+        if broker_id == previous:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        previous = broker_id
+    if replication_factor is not None and len(broker_ids) != replication_factor:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(broker_ids)} replica(s), but this "
+            f"is not consistent with previous partitions, which have {replication_factor} replica(s).",
+        )
+
+
+def _success(ctx: RequestContext, topic: Topic, num_partitions: int, replication_factor: int) -> TopicResult:
+    static_properties = ctx.broker.config.properties
+    configs = [
+        ConfigResult(
+            name=name,
+            value=value,
+            read_only=False,
+            config_source=creation_config_source(name, topic.configs, static_properties),
+            is_sensitive=False,
+        )
+        for name, value in sorted(topic_config_values(topic.configs, topic.log_config).items())
+    ]
+    return TopicResult(
+        name=topic.name,
+        topic_id=topic.topic_id,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        topic_config_error_code=ErrorCode.NONE,
+        num_partitions=num_partitions,
+        replication_factor=replication_factor,
+        configs=configs,
+    )
+
+
+def _error(name: str, code: ErrorCode, message: str | None) -> TopicResult:
+    return TopicResult(
+        name=name,
+        topic_id=ZERO_UUID,
+        error_code=code,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=[],
+    )

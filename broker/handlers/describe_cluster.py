@@ -1,0 +1,96 @@
+"""DescribeCluster (key 60), versions 0-2.
+
+The cluster id, the brokers and the controller. This broker is the whole cluster: it lists itself,
+never fenced, and names itself as the controller, as a KRaft broker names a live broker.
+
+The request says which endpoints it wants (v1+): brokers (1) are served here; controllers (2) get
+MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0,
+which predates those errors). Without an authorizer every operation is allowed, so the cluster's
+authorized operations, when asked for, are all the operations a cluster supports.
+
+Version notes: the API is flexible from v0; v1 added the endpoint type; v2 added the option to list
+fenced brokers and each broker's fenced flag.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import DescribeClusterRequest, DescribeClusterResponse
+from wire.protocol import ApiKey
+
+BrokerResult = DescribeClusterResponse.DescribeClusterBroker
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+class EndpointType(IntEnum):
+    UNKNOWN = 0
+    BROKER = 1
+    CONTROLLER = 2
+
+
+class AclOperation(IntEnum):
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+def operations_bitfield(operations: frozenset[AclOperation]) -> int:
+    """Authorized operations as the protocol carries them: bit n set for the operation with code n."""
+    bits = 0
+    for operation in operations:
+        bits |= 1 << operation
+    return bits
+
+
+CLUSTER_OPERATIONS = frozenset({
+    AclOperation.CREATE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+})
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    wanted = request.endpoint_type
+    if wanted != EndpointType.BROKER:
+        if wanted == EndpointType.CONTROLLER:
+            code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+            )
+        else:
+            code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {wanted}"
+        return DescribeClusterResponse(
+            error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else code,
+            error_message=message,
+            brokers=[],
+        )
+    host, port = broker.config.advertised_address
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=EndpointType.BROKER,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[BrokerResult(broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
+        cluster_authorized_operations=operations_bitfield(CLUSTER_OPERATIONS)
+        if request.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    )

@@ -1,0 +1,151 @@
+"""DescribeTopicPartitions (key 75), version 0.
+
+Topics and their partitions, like Metadata, but paginated for topics with very many partitions: a
+response holds at most ``response_partition_limit`` partitions (capped by the broker's
+``max.request.partition.size.limit``, default 2000, and at least 1). Topics come sorted by name;
+when the limit cuts the list short, ``next_cursor`` names the topic and partition to ask for next,
+and a request with that ``cursor`` continues from there.
+
+An empty topic list asks for every topic (from the cursor's topic on). Named topics that do not
+exist get UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name); listing all
+topics never reports errors. A cursor whose topic is missing from a non-empty topic list, or whose
+partition is negative, makes the whole request fail with INVALID_REQUEST, as in Kafka.
+
+This node leads every partition and is its only replica; there are no eligible leader replicas
+(ELR) to report. Without an authorizer every topic operation is authorized.
+"""
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.describe_cluster import AclOperation, operations_bitfield
+from broker.handlers.registry import RequestContext, handles
+from broker.topics import INTERNAL_TOPICS, Topic, validate_topic_name
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from wire.protocol import ApiKey
+
+TopicResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+PartitionResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
+Cursor = DescribeTopicPartitionsResponse.Cursor
+
+ZERO_UUID = uuid.UUID(int=0)
+DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+TOPIC_OPERATIONS = operations_bitfield(frozenset({
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DESCRIBE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+}))
+
+
+@handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
+async def handle_describe_topic_partitions(
+    ctx: RequestContext, request: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    try:
+        return _describe(ctx, request)
+    except KafkaError as exc:
+        return DescribeTopicPartitionsResponse(
+            throttle_time_ms=0,
+            topics=[
+                TopicResult(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
+                for wanted in request.topics
+            ],
+        )
+
+
+def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+    topics = ctx.broker.topics
+    cursor = request.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    list_all = not request.topics
+    if list_all:
+        names = {topic.name for topic in topics if topic.name >= cursor_topic}
+    else:
+        names = {wanted.name for wanted in request.topics if wanted.name >= cursor_topic}
+        if cursor is not None and cursor.topic_name not in names:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"DescribeTopicPartitionsRequest topic list should contain the cursor topic: {cursor.topic_name}",
+            )
+    if cursor is not None and cursor.partition_index < 0:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "DescribeTopicPartitionsRequest cursor partition must be valid: "
+            f"Cursor(topicName='{cursor.topic_name}', partitionIndex={cursor.partition_index})",
+        )
+    remaining = max(min(_partition_size_limit(ctx), request.response_partition_limit), 1)
+    results: list[TopicResult] = []
+    next_cursor: Cursor | None = None
+    for name in sorted(names):
+        if remaining == 0:
+            # Every partition of the previous topic fitted: continue with this topic next time.
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            break
+        topic = topics.get(name)
+        if topic is None:
+            if not list_all:
+                results.append(_missing(name))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        end = min(len(topic.partitions), start + remaining)
+        results.append(_topic_result(topic, start, end))
+        if end < len(topic.partitions):
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            break
+        remaining -= max(end - start, 0)
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=results, next_cursor=next_cursor)
+
+
+def _partition_size_limit(ctx: RequestContext) -> int:
+    value = ctx.broker.config.properties.get("max.request.partition.size.limit")
+    try:
+        return int(value) if value else DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT
+    except ValueError:
+        return DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT
+
+
+def _topic_result(topic: Topic, start: int, end: int) -> TopicResult:
+    return TopicResult(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            PartitionResult(
+                error_code=ErrorCode.NONE,
+                partition_index=partition.index,
+                leader_id=partition.leader_id,
+                leader_epoch=partition.leader_epoch,
+                replica_nodes=list(partition.replicas),
+                isr_nodes=list(partition.isr),
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=[],
+            )
+            for partition in topic.partitions[start:end]
+        ],
+        topic_authorized_operations=TOPIC_OPERATIONS,
+    )
+
+
+def _missing(name: str) -> TopicResult:
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaError:
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+    return TopicResult(
+        error_code=code,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=[],
+        topic_authorized_operations=TOPIC_OPERATIONS,
+    )

@@ -1,0 +1,115 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1.
+
+Changes some configs of a resource and leaves the others alone. Each config comes with an operation:
+
+* SET (0) sets the topic override; DELETE (1) removes it, so the broker's default applies again;
+* APPEND (2) and SUBTRACT (3) add values to or remove them from a list config (``cleanup.policy``,
+  the replication throttle lists), starting from the topic's override or else the config's built-in
+  default, as Kafka does; on any other config they are INVALID_CONFIG.
+
+The resulting configs are checked as a whole (unknown config or bad value: INVALID_CONFIG), applied to
+the topic's logs at once and kept in the topic catalog; an unknown topic gets
+UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` checks without changing anything.
+
+The request-level checks are AlterConfigs' (see broker.handlers.alter_configs), except that DELETE
+needs no value. An unknown operation is INVALID_REQUEST.
+
+Version notes: v1 is the first flexible version.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from enum import IntEnum
+
+from broker.handlers.alter_configs import check_resource
+from broker.handlers.describe_configs import TOPIC_CONFIG_DEFAULTS, TOPIC_CONFIG_INFO, ConfigType, ResourceType
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from wire.protocol import ApiKey
+
+ResourceResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+AlterableConfig = IncrementalAlterConfigsRequest.AlterableConfig
+
+
+class OpType(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    counts = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if counts[resource.resource_type, resource.resource_name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_resource(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                [config.name for config in resource.configs],
+                null_values=[
+                    config.name
+                    for config in resource.configs
+                    if config.value is None and config.config_operation != OpType.DELETE
+                ],
+            )
+            if resource.resource_type == ResourceType.TOPIC:
+                topics = ctx.broker.topics
+                topic = topics.get(resource.resource_name)
+                configs = apply_operations(topic.configs if topic is not None else {}, resource.configs)
+                topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
+        except KafkaError as exc:
+            responses.append(_result(resource, exc))
+        else:
+            responses.append(_result(resource))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def apply_operations(current: Mapping[str, str], operations: Iterable[AlterableConfig]) -> dict[str, str]:
+    """A topic's overrides after the operations, in order; the values themselves are checked later."""
+    configs = dict(current)
+    for operation in operations:
+        name = operation.name
+        try:
+            op = OpType(operation.config_operation)
+        except ValueError:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Unknown operations type {operation.config_operation}"
+            ) from None
+        if op == OpType.SET:
+            configs[name] = operation.value
+        elif op == OpType.DELETE:
+            configs.pop(name, None)
+        else:
+            if TOPIC_CONFIG_INFO.get(name, (ConfigType.UNKNOWN, None))[0] != ConfigType.LIST:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {name} because its type is not LIST."
+                )
+            base = configs[name] if name in configs else TOPIC_CONFIG_DEFAULTS.get(name, "")
+            items = [item for item in base.split(",") if item]
+            for item in operation.value.split(","):
+                if op == OpType.APPEND and item not in items:
+                    items.append(item)
+                elif op == OpType.SUBTRACT and item in items:
+                    items.remove(item)
+            configs[name] = ",".join(items)
+    return configs
+
+
+def _result(
+    resource: IncrementalAlterConfigsRequest.AlterConfigsResource, error: KafkaError | None = None
+) -> ResourceResult:
+    return ResourceResult(
+        error_code=ErrorCode.NONE if error is None else error.code,
+        error_message=None if error is None else error.message or None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
