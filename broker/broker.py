@@ -12,6 +12,7 @@ import time
 import trio
 
 from broker.config import BrokerConfig
+from broker.groups.coordinator import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
 from broker.topics import TopicManager
 from storage.config import LogConfig
@@ -40,6 +41,8 @@ class Broker:
         self.catalog = TopicCatalog(config.data_dir)
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        # -- group coordinator (consumer groups, committed offsets in __consumer_offsets) --
+        self.groups = GroupCoordinator(self)
         self._background: trio.CancelScope | None = None
 
     @property
@@ -55,14 +58,18 @@ class Broker:
     async def run_background(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work: checkpoints (and, as they arrive, retention and compaction)."""
         with trio.CancelScope() as self._background:
-            task_status.started()
-            while True:
-                await trio.sleep(CHECKPOINT_INTERVAL_S)
-                self.log_manager.checkpoint()
+            async with trio.open_nursery() as nursery:
+                # -- group coordinator: replays __consumer_offsets, runs group timers --
+                await nursery.start(self.groups.run)
+                task_status.started()
+                while True:
+                    await trio.sleep(CHECKPOINT_INTERVAL_S)
+                    self.log_manager.checkpoint()
 
     async def stop(self) -> None:
         if self._background is not None:
             self._background.cancel()
+        self.groups.stop()  # -- group coordinator --
         self.log_manager.close()
         log.info("logs flushed and checkpointed")
 

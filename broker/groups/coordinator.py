@@ -1,0 +1,507 @@
+"""The group coordinator: every consumer group on this broker, and their committed offsets.
+
+This broker coordinates every group (FindCoordinator always names it). Group state and offsets are
+kept in memory and made durable in the internal compacted topic ``__consumer_offsets``, written through
+the same log as user data with Kafka's own record schemas (see :mod:`broker.groups.records`). A group
+maps to the partition ``abs(java hashCode(group_id)) % offsets.topic.num.partitions``, as in Kafka, so
+all of a group's records are ordered in one partition. At start-up the topic is replayed; until that
+is done the coordinator answers COORDINATOR_NOT_AVAILABLE, which clients retry.
+
+Groups are typed: the classic protocol's groups (:mod:`broker.groups.classic`) live here side by side
+with consumer-protocol (KIP-848) groups; the offset store (:mod:`broker.groups.offsets`) is shared and
+does not care which kind of group committed.
+
+Offsets of a group that has been empty for ``offsets.retention.minutes`` expire (checked every
+``offsets.retention.check.interval.ms``); an empty group without offsets is then deleted. Deletions
+are written as tombstones, which compaction eventually drops.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.groups.classic import ClassicGroup, ClassicGroupMember, GroupType
+from broker.groups.classic_protocol import ClassicGroupProtocol
+from broker.groups.offsets import NO_OFFSET, OFFSET_METADATA_MAX_SIZE, OffsetAndMetadata, OffsetStore
+from broker.groups.records import (
+    MAX_STRING_BYTES,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+)
+from broker.groups.state import ClassicGroupState
+from broker.groups.timers import Timers
+from wire.errors import ErrorCode, KafkaError
+from wire.primitives import DecodeError
+from wire.records import build_batch, iter_batches
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.partition import Partition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "producer",
+    "segment.bytes": str(100 * 1024 * 1024),
+}
+DEFAULT_GROUP_MAX_SIZE = 2**31 - 1
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000
+# How much of a partition is read at once while replaying __consumer_offsets.
+LOAD_READ_BYTES = 4 * 1024 * 1024
+
+# Errors from appending to __consumer_offsets, as the coordinator reports them to clients.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+Group = ClassicGroup  # the consumer-protocol group type joins this union when it arrives
+
+
+def java_string_hash(value: str) -> int:
+    """Java's ``String.hashCode``: over UTF-16 code units, wrapped to a signed 32-bit int."""
+    h = 0
+    data = value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's group-to-partition mapping (``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+@dataclass(slots=True)
+class CommitRequestOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    type: GroupType
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        properties = broker.config.properties
+        self.initial_rebalance_delay_ms = broker.config.group_initial_rebalance_delay_ms
+        self.group_max_size = int(properties.get("group.max.size", DEFAULT_GROUP_MAX_SIZE))
+        self.offset_metadata_max_bytes = int(properties.get("offset.metadata.max.bytes", OFFSET_METADATA_MAX_SIZE))
+        self.retention_check_interval_ms = int(
+            properties.get("offsets.retention.check.interval.ms", DEFAULT_RETENTION_CHECK_INTERVAL_MS)
+        )
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        self.timers = Timers()
+        self.classic = ClassicGroupProtocol(self)
+        #: False until __consumer_offsets has been replayed, and again once the broker stops.
+        self.active = False
+        self.loaded = trio.Event()
+
+    # ============================================================================ life-cycle
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Replay ``__consumer_offsets``, then serve: group timers and offset expiry run here."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.timers.run)
+            task_status.started()
+            await self._load()
+            self.active = True
+            self.loaded.set()
+            while True:
+                await trio.sleep(self.retention_check_interval_ms / 1000)
+                self.expire_offsets()
+
+    def stop(self) -> None:
+        """Stop coordinating: parked JoinGroup and SyncGroup requests are answered NOT_COORDINATOR-style
+        (COORDINATOR_NOT_AVAILABLE), so clients look for the coordinator again."""
+        self.active = False
+        for group in list(self.groups.values()):
+            self.classic.on_removed(group)
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    # ============================================================================ __consumer_offsets
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def _offsets_partition(self, group_id: str) -> Partition:
+        topics = self.broker.topics
+        topic = topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            started = time.monotonic()
+            topic = topics.create(
+                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
+            )
+            log.info(
+                "created %s with %d partitions in %.3f s",
+                OFFSETS_TOPIC, len(topic.partitions), time.monotonic() - started,
+            )
+        index = partition_for(group_id, len(topic.partitions))
+        return topic.partitions[index]
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (FindCoordinator does this, as in Kafka)."""
+        if self.broker.topics.get(OFFSETS_TOPIC) is None:
+            self._offsets_partition("")
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch."""
+        if not records:
+            return
+        try:
+            partition = self._offsets_partition(group_id)
+            partition.append(bytearray(build_batch(records)))
+        except KafkaError as exc:
+            log.warning("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
+            raise KafkaError(_APPEND_ERRORS.get(exc.code, exc.code), exc.message) from exc
+        except OSError as exc:
+            log.error("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
+
+    def store_group(self, group: ClassicGroup) -> None:
+        """Write the group's metadata (generation, protocol, members and assignments)."""
+        members = [
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(group.protocol_name),
+                assignment=m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp_ms if group.state_timestamp_ms is not None else -1,
+            members=members,
+        )
+        key = encode_key(GroupMetadataKey(group.group_id))
+        self._append(group.group_id, [(key, encode_group_metadata_value(value))])
+
+    async def _load(self) -> None:
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return
+        started = time.monotonic()
+        count = 0
+        for partition in topic.partitions:
+            count += await self._load_partition(partition)
+        for group in self.groups.values():
+            self.classic.on_loaded(group)
+        log.info(
+            "loaded %d groups and their offsets from %d records of %s in %.3f s",
+            len(self.groups), count, OFFSETS_TOPIC, time.monotonic() - started,
+        )
+
+    async def _load_partition(self, partition: Partition) -> int:
+        storage_log = partition.log
+        offset = storage_log.log_start_offset
+        end = storage_log.high_watermark
+        count = 0
+        while offset < end:
+            info = storage_log.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_batch=True)
+            if info.records is None or info.records.size == 0:
+                break
+            data = info.records.read()
+            next_offset = offset
+            for batch in iter_batches(data):
+                next_offset = batch.last_offset + 1
+                if batch.is_control:
+                    continue
+                for record in batch.records():
+                    if record.offset >= offset:
+                        self._replay(record.key, record.value)
+                        count += 1
+            if next_offset <= offset:
+                break
+            offset = next_offset
+            await trio.sleep(0)
+        return count
+
+    def _replay(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
+        if key_bytes is None:
+            return
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetCommitKey):
+                value = None if value_bytes is None else decode_offset_commit_value(value_bytes)
+                if value is not None and key.group not in self.groups:
+                    # Offsets committed outside group management (a "simple" group).
+                    self.groups[key.group] = ClassicGroup(key.group, self.now_ms())
+                self.offsets.replay(key, value)
+            else:
+                if value_bytes is None:
+                    self.groups.pop(key.group, None)
+                else:
+                    self.groups[key.group] = _group_from_metadata(
+                        key.group, decode_group_metadata_value(value_bytes), self.now_ms()
+                    )
+        except (DecodeError, ValueError, IndexError) as exc:
+            log.warning("skipping a %s record that cannot be read: %s", OFFSETS_TOPIC, exc)
+
+    # ============================================================================ groups
+
+    def check_active(self) -> None:
+        if not self.active:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is loading or stopping.")
+
+    def check_group_id(self, group_id: str) -> None:
+        """Group ids must fit the records that store them."""
+        if len(group_id.encode()) > MAX_STRING_BYTES:
+            raise KafkaError(
+                ErrorCode.INVALID_GROUP_ID, f"Group id is longer than {MAX_STRING_BYTES} bytes"
+            )
+
+    def create_classic_group(self, group_id: str) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.now_ms())
+        self.groups[group_id] = group
+        return group
+
+    def _remove_group(self, group: Group) -> None:
+        group.transition_to(ClassicGroupState.DEAD, self.now_ms())
+        self.classic.on_removed(group)
+        self.groups.pop(group.group_id, None)
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        listed = []
+        for group in self.groups.values():
+            state = str(group.state)
+            if wanted_states and state.lower() not in wanted_states:
+                continue
+            if wanted_types and group.type.value not in wanted_types:
+                continue
+            listed.append(ListedGroup(group.group_id, group.protocol_type or "", state, group.type))
+        return listed
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group and its offsets; raises GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP."""
+        self.check_active()
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        group.validate_delete()
+        records = [
+            (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
+            for topic, partition in self.offsets.partitions(group_id)
+        ]
+        records.append((encode_key(GroupMetadataKey(group_id)), None))
+        self._append(group_id, records)
+        self.offsets.remove_group(group_id)
+        self._remove_group(group)
+        log.info("deleted group %s", group_id)
+
+    # ============================================================================ offsets
+
+    def commit_offsets(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        retention_ms: int,
+        offsets: list[CommitRequestOffset],
+        api_version: int,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Commit offsets; raises KafkaError for an error that applies to every partition."""
+        self.check_active()
+        self.check_group_id(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # v9+ says the group is gone; older clients only understand ILLEGAL_GENERATION.
+                code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                raise KafkaError(code, f"Group {group_id} not found.")
+            group = None
+        else:
+            group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            if isinstance(group, ClassicGroup):
+                self.classic.keep_alive(group, member_id)
+
+        now = self.now_ms()
+        expire_timestamp = now + retention_ms if retention_ms >= 0 else -1
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[CommitRequestOffset, OffsetAndMetadata]] = []
+        for entry in offsets:
+            metadata = entry.metadata if entry.metadata is not None else ""
+            if len(metadata) > self.offset_metadata_max_bytes:
+                results[(entry.topic, entry.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire_timestamp)
+            records.append(
+                (
+                    encode_key(OffsetCommitKey(group_id, entry.topic, entry.partition)),
+                    encode_offset_commit_value(value.to_value()),
+                )
+            )
+            accepted.append((entry, value))
+            results[(entry.topic, entry.partition)] = ErrorCode.NONE
+        if group is None:
+            log.info("group %s: created by an offset commit outside group management", group_id)
+            group = self.create_classic_group(group_id)
+        self._append(group_id, records)
+        for entry, value in accepted:
+            self.offsets.put(group_id, entry.topic, entry.partition, value)
+        return results
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[FetchedOffset]:
+        """Committed offsets of ``topics`` (every committed partition when None); -1 where none."""
+        self.check_active()
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(ClassicGroupState.DEAD)
+        committed = self.offsets.group_offsets(group_id) if known else {}
+        fetched = []
+        if topics is None:
+            for topic, by_partition in committed.items():
+                for partition, offset in by_partition.items():
+                    fetched.append(
+                        FetchedOffset(topic, partition, offset.committed_offset, offset.leader_epoch, offset.metadata)
+                    )
+            return fetched
+        for topic, partitions in topics:
+            by_partition = committed.get(topic, {})
+            for partition in partitions:
+                offset = by_partition.get(partition)
+                if offset is None:
+                    fetched.append(FetchedOffset(topic, partition, NO_OFFSET, -1, ""))
+                else:
+                    fetched.append(
+                        FetchedOffset(topic, partition, offset.committed_offset, offset.leader_epoch, offset.metadata)
+                    )
+        return fetched
+
+    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetDelete: forget committed offsets of topics the group no longer consumes."""
+        self.check_active()
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        group.validate_offset_delete()
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        removed: list[tuple[str, int]] = []
+        for topic, partitions in topics:
+            subscribed = group.is_subscribed_to(topic)
+            for partition in partitions:
+                if subscribed:
+                    results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                    continue
+                results[(topic, partition)] = ErrorCode.NONE
+                if self.offsets.get(group_id, topic, partition) is not None:
+                    records.append((encode_key(OffsetCommitKey(group_id, topic, partition)), None))
+                    removed.append((topic, partition))
+        self._append(group_id, records)
+        for topic, partition in removed:
+            self.offsets.remove(group_id, topic, partition)
+        return results
+
+    def expire_offsets(self) -> None:
+        """Drop offsets past ``offsets.retention.minutes`` and delete empty groups left without any."""
+        if not self.active:
+            return
+        now = self.now_ms()
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        for group in list(self.groups.values()):
+            group_id = group.group_id
+            may_expire, base = group.offset_expiry_base_ms()
+            if may_expire:
+                subscribed = group.subscribed_topics() or set()
+                expired = self.offsets.expired(
+                    group_id, now_ms=now, retention_ms=retention_ms, base_timestamp_ms=base, keep_topics=subscribed
+                )
+            else:
+                expired = []
+            records = [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
+            delete_group = group.is_empty and len(expired) == len(self.offsets.partitions(group_id))
+            if delete_group:
+                records.append((encode_key(GroupMetadataKey(group_id)), None))
+            if not records:
+                continue
+            try:
+                self._append(group_id, records)
+            except KafkaError as exc:
+                log.warning("group %s: could not expire offsets: %s", group_id, exc)
+                continue
+            for topic, partition in expired:
+                self.offsets.remove(group_id, topic, partition)
+            if expired:
+                log.info("group %s: expired %d committed offsets", group_id, len(expired))
+            if delete_group:
+                self._remove_group(group)
+                log.info("group %s: empty and without offsets; deleted", group_id)
+
+
+def _group_from_metadata(group_id: str, value: GroupMetadataValue, now_ms: int) -> ClassicGroup:
+    """A classic group as its last metadata record describes it: Stable with its members, or Empty."""
+    timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None
+    state = ClassicGroupState.STABLE if value.members else ClassicGroupState.EMPTY
+    group = ClassicGroup(group_id, now_ms, state)
+    group.state_timestamp_ms = timestamp
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    for m in value.members:
+        member = ClassicGroupMember(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout, m.session_timeout,
+            value.protocol_type, [(value.protocol or "", m.subscription)], m.assignment,
+        )
+        group.add(member)
+    group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
+    return group

@@ -1,0 +1,31 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Deletes empty groups together with their committed offsets (tombstones in ``__consumer_offsets``).
+Each group gets its own result: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (it still has members),
+INVALID_GROUP_ID (a null group id), or COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from wire.protocol import ApiKey
+
+Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+@handles(ApiKey.DELETE_GROUPS, 0, 2)
+async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    coordinator = ctx.broker.groups
+    results = []
+    for group_id in request.groups_names:
+        if group_id is None:
+            results.append(Result(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID))
+            continue
+        try:
+            coordinator.delete_group(group_id)
+            code = ErrorCode.NONE
+        except KafkaError as exc:
+            code = exc.code
+        results.append(Result(group_id=group_id, error_code=code))
+    return DeleteGroupsResponse(results=results)

@@ -1,0 +1,69 @@
+"""DescribeGroups (key 15), versions 0-6.
+
+State, protocol type and members of classic groups. A Stable group also reports its protocol and each
+member's metadata and assignment; other states list members without them. An unknown group is
+reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. v4 adds each member's group.instance.id;
+authorized operations (v3+) are not computed.
+"""
+from __future__ import annotations
+
+from broker.groups.classic import ClassicGroup
+from broker.groups.state import ClassicGroupState
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from wire.protocol import ApiKey
+
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribeGroupsResponse.DescribedGroupMember
+
+GROUP_ID_NOT_FOUND_MIN_VERSION = 6
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
+async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coordinator = ctx.broker.groups
+    described = []
+    for group_id in request.groups:
+        if not coordinator.active:
+            described.append(_error(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            continue
+        group = coordinator.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            result = _error(group_id, ErrorCode.NONE, state=str(ClassicGroupState.DEAD))
+            if ctx.api_version >= GROUP_ID_NOT_FOUND_MIN_VERSION:
+                result.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+                result.error_message = f"Group {group_id} not found."
+            described.append(result)
+            continue
+        stable = group.is_in(ClassicGroupState.STABLE)
+        described.append(
+            Described(
+                error_code=ErrorCode.NONE,
+                group_id=group_id,
+                group_state=str(group.state),
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=[
+                    DescribedMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                        member_assignment=m.assignment if stable else b"",
+                    )
+                    for m in group.members.values()
+                ],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    return DescribeGroupsResponse(groups=described)
+
+
+def _error(group_id: str, code: ErrorCode, state: str = "") -> Described:
+    return Described(
+        error_code=code, group_id=group_id, group_state=state, protocol_type="", protocol_data="", members=[],
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )

@@ -1,0 +1,58 @@
+"""FindCoordinator (key 10), versions 0-6.
+
+Which broker coordinates a group (key type 0) or a transactional id (key type 1). This broker
+coordinates every group: the answer is always its own node id and advertised host and port, and the
+first lookup creates ``__consumer_offsets`` (Kafka creates it on first use too, but answers
+COORDINATOR_NOT_AVAILABLE until it exists; here it exists by the time the answer is sent).
+Versions 0-3 look up one key; from v4 a request carries a batch of keys of one type and each gets its
+own result. Transaction coordinators are not served yet (COORDINATOR_NOT_AVAILABLE); share group keys
+(type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from wire.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+NO_NODE = (-1, "", -1)
+
+
+@handles(ApiKey.FIND_COORDINATOR, 0, 6)
+async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.api_version < 4:
+        error, message, (node_id, host, port) = _coordinator(ctx, request.key_type, request.key)
+        return FindCoordinatorResponse(
+            error_code=error, error_message=message, node_id=node_id, host=host, port=port
+        )
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, message, (node_id, host, port) = _coordinator(ctx, request.key_type, key)
+        coordinators.append(
+            FindCoordinatorResponse.Coordinator(
+                key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
+            )
+        )
+    return FindCoordinatorResponse(coordinators=coordinators)
+
+
+def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+    broker = ctx.broker
+    if key_type == GROUP_KEY_TYPE:
+        try:
+            broker.groups.ensure_offsets_topic()
+        except KafkaError as exc:
+            log.warning("cannot create the group coordinator's topic: %s", exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message or None, NO_NODE
+        host, port = broker.config.advertised_address
+        return ErrorCode.NONE, None, (broker.node_id, host, port)
+    if key_type == TRANSACTION_KEY_TYPE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The transaction coordinator is not available.", NO_NODE
+    return ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}.", NO_NODE

@@ -1,0 +1,22 @@
+"""Heartbeat (key 12), versions 0-4.
+
+Keeps a classic group member's session alive. The answer tells the member what to do next: NONE
+(carry on), REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID (its membership is
+gone: rejoin from scratch), FENCED_INSTANCE_ID (another process took its group.instance.id, v3+).
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.messages import HeartbeatRequest, HeartbeatResponse
+from wire.protocol import ApiKey
+
+
+@handles(ApiKey.HEARTBEAT, 0, 4)
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    error = ctx.broker.groups.classic.heartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        generation_id=request.generation_id,
+    )
+    return HeartbeatResponse(error_code=error)

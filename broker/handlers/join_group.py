@@ -1,0 +1,62 @@
+"""JoinGroup (key 11), versions 0-9.
+
+A member joins (or rejoins) a classic group and waits, parked, until the join phase of the rebalance
+completes; the response names the generation, the chosen protocol and the leader, and the leader's
+response carries every member's protocol metadata for it to compute the assignment.
+
+Version notes: v0 has no rebalance timeout (the session timeout is used); from v4 a member joining
+without a member id is first answered MEMBER_ID_REQUIRED with its new id; v5 adds static membership
+(group.instance.id); v7 returns the protocol type; v9 lets a static leader that rejoins a stable group
+skip the assignment. Errors: INVALID_GROUP_ID (empty group id), INVALID_SESSION_TIMEOUT (outside
+group.min/max.session.timeout.ms), INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.messages import JoinGroupRequest, JoinGroupResponse
+from wire.protocol import ApiKey
+
+Member = JoinGroupResponse.JoinGroupResponseMember
+
+
+@handles(ApiKey.JOIN_GROUP, 0, 9)
+async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    version = ctx.api_version
+    rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
+    reply = ctx.broker.groups.classic.join(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocols=[(protocol.name, bytes(protocol.metadata)) for protocol in request.protocols],
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        client_id=ctx.header.client_id or "",
+        client_host=_host(ctx.peer),
+        api_version=version,
+        reason=request.reason,
+    )
+    result = await reply.wait()
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""  # not nullable before v7
+    return JoinGroupResponse(
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            Member(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            for m in result.members
+        ],
+    )
+
+
+def _host(peer: str) -> str:
+    """The client's address as Kafka reports it (``/host``)."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host

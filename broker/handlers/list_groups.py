@@ -1,0 +1,35 @@
+"""ListGroups (key 16), versions 0-5.
+
+Every group this broker coordinates, with its protocol type; v4 adds the state of each group and a
+filter by state (case-insensitive, e.g. ``Stable``, ``Empty``), v5 the group type (``classic`` or
+``consumer``) and a filter by type. COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import ListGroupsRequest, ListGroupsResponse
+from wire.protocol import ApiKey
+
+Listed = ListGroupsResponse.ListedGroup
+
+
+@handles(ApiKey.LIST_GROUPS, 0, 5)
+async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    coordinator = ctx.broker.groups
+    if not coordinator.active:
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
+    states = request.states_filter if ctx.api_version >= 4 else []
+    types = request.types_filter if ctx.api_version >= 5 else []
+    return ListGroupsResponse(
+        error_code=ErrorCode.NONE,
+        groups=[
+            Listed(
+                group_id=group.group_id,
+                protocol_type=group.protocol_type,
+                group_state=group.state,
+                group_type=str(group.type),
+            )
+            for group in coordinator.list_groups(states, types)
+        ],
+    )

@@ -1,0 +1,83 @@
+"""OffsetCommit (key 8), versions 2-10.
+
+A group's consumers commit the offsets they have processed, with a metadata string each. Members of
+the current generation commit with their member id and generation; anyone may commit for an empty
+group with generation -1 (admin clients, consumers that assign partitions themselves), which creates
+the group if needed. Every accepted partition becomes a record in ``__consumer_offsets`` before the
+response is sent, so a commit that was acknowledged survives a restart.
+
+Errors: ILLEGAL_GENERATION (a member of an older generation: after a rebalance it must rejoin),
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (the group is between JoinGroup and
+SyncGroup), GROUP_ID_NOT_FOUND (v9+, a member commit to a group that does not exist; older versions get
+ILLEGAL_GENERATION), OFFSET_METADATA_TOO_LARGE (per partition, offset.metadata.max.bytes),
+COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads. During a cooperative rebalance the
+members keep their generation until the join phase completes, so their commits of the partitions they
+keep are accepted, as in Kafka.
+
+Version notes: v2-4 carry a retention time (the offset then expires at commit time + retention); v6
+adds the leader epoch; v7 group.instance.id; v10 names topics by id (UNKNOWN_TOPIC_ID when unknown).
+"""
+from __future__ import annotations
+
+from broker.groups.coordinator import CommitRequestOffset
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import OffsetCommitRequest, OffsetCommitResponse
+from wire.protocol import ApiKey
+
+TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
+PartitionResponse = OffsetCommitResponse.OffsetCommitResponsePartition
+
+TOPIC_IDS_MIN_VERSION = 10
+
+
+@handles(ApiKey.OFFSET_COMMIT, 2, 10)
+async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    broker = ctx.broker
+    by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
+    offsets: list[CommitRequestOffset] = []
+    unknown_topics: set[int] = set()
+    names: list[str] = []
+    for i, topic in enumerate(request.topics):
+        name = topic.name
+        if by_topic_id:
+            known = broker.topics.by_id(topic.topic_id)
+            if known is None:
+                unknown_topics.add(i)
+                names.append("")
+                continue
+            name = known.name
+        names.append(name)
+        for p in topic.partitions:
+            offsets.append(
+                CommitRequestOffset(name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+            )
+
+    retention_ms = request.retention_time_ms if 2 <= ctx.api_version <= 4 else -1
+    try:
+        results = broker.groups.commit_offsets(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            generation_id=request.generation_id_or_member_epoch,
+            retention_ms=retention_ms,
+            offsets=offsets,
+            api_version=ctx.api_version,
+        )
+        everywhere = None
+    except KafkaError as exc:
+        results, everywhere = {}, exc.code
+
+    responses = []
+    for i, topic in enumerate(request.topics):
+        partitions = []
+        for p in topic.partitions:
+            if i in unknown_topics:
+                code = ErrorCode.UNKNOWN_TOPIC_ID
+            elif everywhere is not None:
+                code = everywhere
+            else:
+                code = results.get((names[i], p.partition_index), ErrorCode.NONE)
+            partitions.append(PartitionResponse(partition_index=p.partition_index, error_code=code))
+        responses.append(TopicResponse(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
+    return OffsetCommitResponse(topics=responses)

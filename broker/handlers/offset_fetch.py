@@ -1,0 +1,125 @@
+"""OffsetFetch (key 9), versions 1-10.
+
+A group's committed offsets, with their leader epochs and metadata strings; -1 for partitions
+without one. From v2 a null topic list asks for every partition the group has committed; from v8 one
+request asks for several groups, each with its own error. ``require_stable`` (v7+) asks not to see
+offsets of transactions still in flight; offsets committed outside transactions are always stable.
+Errors: COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads, INVALID_GROUP_ID for a null
+group id; v10 names topics by id (UNKNOWN_TOPIC_ID for ids this broker does not know).
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import OffsetFetchRequest, OffsetFetchResponse
+from wire.protocol import ApiKey
+
+Response = OffsetFetchResponse
+GroupResponse = OffsetFetchResponse.OffsetFetchResponseGroup
+TopicsResponse = OffsetFetchResponse.OffsetFetchResponseTopics
+PartitionsResponse = OffsetFetchResponse.OffsetFetchResponsePartitions
+TopicResponse = OffsetFetchResponse.OffsetFetchResponseTopic
+PartitionResponse = OffsetFetchResponse.OffsetFetchResponsePartition
+
+BATCHED_MIN_VERSION = 8
+TOPIC_IDS_MIN_VERSION = 10
+
+
+@handles(ApiKey.OFFSET_FETCH, 1, 10)
+async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    version = ctx.api_version
+    if version >= BATCHED_MIN_VERSION:
+        return Response(groups=[_fetch_group(ctx, group) for group in request.groups])
+
+    topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+    error, fetched = _fetch(ctx, request.group_id, topics)
+    by_topic: dict[str, list[PartitionResponse]] = {}
+    for offset in fetched:
+        by_topic.setdefault(offset.topic, []).append(
+            PartitionResponse(
+                partition_index=offset.partition,
+                committed_offset=offset.offset,
+                committed_leader_epoch=offset.leader_epoch,
+                metadata=offset.metadata,
+                error_code=offset.error,
+            )
+        )
+    if error is not ErrorCode.NONE and version < 2 and topics is not None:
+        # v1 has no top-level error: every partition carries it.
+        by_topic = {
+            name: [
+                PartitionResponse(partition_index=p, committed_offset=-1, metadata="", error_code=error)
+                for p in partitions
+            ]
+            for name, partitions in topics
+        }
+    return Response(
+        error_code=error,
+        topics=[TopicResponse(name=name, partitions=partitions) for name, partitions in by_topic.items()],
+    )
+
+
+def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchRequestGroup) -> GroupResponse:
+    topics_by_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
+    topic_registry = ctx.broker.topics
+    unknown_ids: list = []
+    topics = None
+    if group.topics is not None:
+        topics = []
+        for t in group.topics:
+            if topics_by_id:
+                known = topic_registry.by_id(t.topic_id)
+                if known is None:
+                    unknown_ids.append(t)
+                    continue
+                topics.append((known.name, list(t.partition_indexes)))
+            else:
+                topics.append((t.name, list(t.partition_indexes)))
+    error, fetched = _fetch(ctx, group.group_id, topics)
+    if error is not ErrorCode.NONE:
+        return GroupResponse(group_id=group.group_id, error_code=error, topics=[])
+    by_topic: dict[str, list[PartitionsResponse]] = {}
+    for offset in fetched:
+        by_topic.setdefault(offset.topic, []).append(
+            PartitionsResponse(
+                partition_index=offset.partition,
+                committed_offset=offset.offset,
+                committed_leader_epoch=offset.leader_epoch,
+                metadata=offset.metadata,
+                error_code=offset.error,
+            )
+        )
+    responses = []
+    for name, partitions in by_topic.items():
+        topic_id = None
+        if topics_by_id:
+            known = topic_registry.get(name)
+            if known is None:
+                continue  # committed for a topic that no longer exists: it has no id to report
+            topic_id = known.topic_id
+        if topic_id is None:
+            responses.append(TopicsResponse(name=name, partitions=partitions))
+        else:
+            responses.append(TopicsResponse(topic_id=topic_id, partitions=partitions))
+    for t in unknown_ids:
+        responses.append(
+            TopicsResponse(
+                topic_id=t.topic_id,
+                partitions=[
+                    PartitionsResponse(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=ErrorCode.UNKNOWN_TOPIC_ID
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
+        )
+    return GroupResponse(group_id=group.group_id, error_code=ErrorCode.NONE, topics=responses)
+
+
+def _fetch(ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None):
+    if group_id is None:
+        return ErrorCode.INVALID_GROUP_ID, []
+    try:
+        return ErrorCode.NONE, ctx.broker.groups.fetch_offsets(group_id, topics)
+    except KafkaError as exc:
+        return exc.code, []

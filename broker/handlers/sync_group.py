@@ -1,0 +1,37 @@
+"""SyncGroup (key 14), versions 0-5.
+
+After JoinGroup, every member sends SyncGroup; the leader's carries the assignment for all members.
+Followers park until the leader's arrives; then each gets its own assignment (bytes the coordinator
+never reads) and the group is Stable. In a Stable group SyncGroup returns the member's current
+assignment at once.
+
+Version notes: v3 adds group.instance.id; v5 sends the protocol type and name, which must match the
+group's (INCONSISTENT_GROUP_PROTOCOL otherwise). Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (a new rebalance started: rejoin), INVALID_GROUP_ID,
+COORDINATOR_NOT_AVAILABLE.
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.messages import SyncGroupRequest, SyncGroupResponse
+from wire.protocol import ApiKey
+
+
+@handles(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    reply = ctx.broker.groups.classic.sync(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        generation_id=request.generation_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    result = await reply.wait()
+    return SyncGroupResponse(
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
