@@ -29,17 +29,6 @@ from broker.handlers import (  # noqa: E402,F401  (imported for their registrati
     list_groups,
     delete_groups,
     offset_delete,
-    find_coordinator,
-    join_group,
-    sync_group,
-    heartbeat,
-    leave_group,
-    offset_commit,
-    offset_fetch,
-    describe_groups,
-    list_groups,
-    delete_groups,
-    offset_delete,
 )
 
 __all__ = ["REGISTRY", "RequestContext", "handles"]
