@@ -64,6 +64,9 @@ class ClientConnection:
             log.debug("connection %s from %s closed: %s", self.connection_id, self.peer, exc)
         except ProtocolError as exc:
             log.warning("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
+        except Exception:
+            # A bug must cost one connection, never the broker.
+            log.exception("closing connection %s from %s after an internal error", self.connection_id, self.peer)
         finally:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()

@@ -24,7 +24,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
-READ_COMMITTED = 1
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 11)
@@ -43,14 +42,12 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
                     )
                 )
                 continue
-            partitions.append(_offset(partition, wanted_partition, request.isolation_level))
+            partitions.append(_offset(partition, wanted_partition, ctx.api_version))
         responses.append(TopicResponse(name=wanted.name, partitions=partitions))
     return ListOffsetsResponse(topics=responses)
 
 
-def _offset(
-    partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, isolation_level: int
-) -> PartitionResponse:
+def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, version: int) -> PartitionResponse:
     response = PartitionResponse(partition_index=wanted.partition_index, error_code=ErrorCode.NONE)
     epoch = wanted.current_leader_epoch
     if epoch != -1 and epoch != partition.leader_epoch:
@@ -76,8 +73,9 @@ def _offset(
     else:
         found = log.offset_for_timestamp(timestamp)
     if found is None:
-        response.offset, response.timestamp, response.leader_epoch = -1, -1, -1
+        response.offset, response.timestamp = -1, -1
     else:
         response.offset, response.timestamp = found
-        response.leader_epoch = partition.leader_epoch
+        if version >= 4:
+            response.leader_epoch = partition.leader_epoch
     return response
