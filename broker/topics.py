@@ -220,7 +220,7 @@ class TopicManager:
         topic.configs = dict(configs)
         topic.log_config = log_config
         for partition in topic.partitions:
-            partition.log.config = log_config
+            partition.log.update_config(log_config)
         log.info("topic %s configs are now %s", name, topic.configs)
         return topic
 
