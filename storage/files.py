@@ -27,7 +27,6 @@ SWAP_FILE_SUFFIX = ".swap"
 DELETE_DIR_SUFFIX = "-delete"
 
 PARTITION_METADATA_FILE = "partition.metadata"
-LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 
 OFFSET_DIGITS = 20
 MAX_FILE_NAME_LENGTH = 255

@@ -1,0 +1,941 @@
+"""The log of one partition: an ordered list of segments, the last one active.
+
+Appends (``append``) validate the batches of one produce request from their headers alone, check
+idempotent producers' sequences, assign offsets by patching the batches' base offsets in place,
+stamp the leader epoch (and log-append time where configured), roll the active segment when
+Kafka would, and write all the request's bytes with one ``write`` call. A request that is
+rejected leaves the log, its files and the producer state exactly as they were.
+
+Reads (``read``) return a ``FileSlice`` of whole batches of one segment, starting with the batch
+that holds the requested offset, for the broker to send with ``sendfile``.
+
+``Log.open`` loads a partition directory after a restart: leftover temporary files are handled,
+each segment's indexes are sanity-checked and rebuilt when missing or corrupt, and after an
+unclean shutdown every segment from the recovery point on is re-validated batch by batch and a
+torn or corrupt tail is truncated. The producer state is rebuilt from its latest snapshot and the
+batches written after it.
+
+The log keeps Kafka's offsets: ``log_start_offset`` (first offset still readable),
+``log_end_offset`` (offset of the next appended record), ``high_watermark`` (set by the broker;
+consumers read below it), ``recovery_point`` (everything below it is flushed to disk) and
+``last_stable_offset`` (below the first open transaction).
+"""
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import os
+import random
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage import files
+from storage.checkpoints import atomic_write, fsync_dir
+from storage.config import LogConfig
+from storage.index import CorruptIndexError
+from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, LeaderEpochCache
+from storage.producer_state import ProducerStateManager
+from storage.segment import AppendedBatch, LogSegment, next_offset_in_file
+from storage.topics import topic_id_from_string, topic_id_to_string
+from wire.chunks import FileSlice
+from wire.errors import ErrorCode, KafkaError
+from wire.records import (
+    LOG_OVERHEAD,
+    RecordBatch,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+logger = logging.getLogger(__name__)
+
+PARTITION_METADATA_VERSION = 0
+
+
+class AppendOrigin(enum.Enum):
+    """Who wrote an append: the rules differ (Kafka's ``AppendOrigin``)."""
+
+    CLIENT = "client"  # a producer: client batch rules, duplicate detection
+    COORDINATOR = "coordinator"  # the broker's own coordinators: transaction markers, group metadata
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime topics
+    log_start_offset: int
+    record_count: int
+    duplicate: bool = False  # an idempotent retry: nothing written, the original offsets returned
+
+
+@dataclass(frozen=True, slots=True)
+class FetchInfo:
+    records: FileSlice | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+
+
+def _now_ms(now_ms: int | None) -> int:
+    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+
+
+class Log:
+    """One partition's segmented log in ``<data dir>/<topic>-<partition>``.
+
+    Create with ``Log.create`` (a new, empty log) or ``Log.open`` (load and recover a directory).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        topic_id: uuid.UUID | None,
+        log_start_offset: int,
+        log_end_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        leader_epoch_cache: LeaderEpochCache,
+        producer_state: ProducerStateManager,
+        now_ms: int,
+    ) -> None:
+        self.dir = directory
+        self.topic, self.partition = files.parse_partition_dir_name(directory.name)
+        self.config = config
+        self.topic_id = topic_id
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state = producer_state
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._segments = segments
+        self._base_offsets = [segment.base_offset for segment in segments]
+        self._log_end_offset = log_end_offset
+        self._high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
+        self._deleted_segments: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._read_bound: tuple[int, int, int] | None = None  # (max_offset, segment base, position)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, log_start_offset={self.log_start_offset}, "
+            f"log_end_offset={self._log_end_offset}, high_watermark={self._high_watermark}, "
+            f"segments={len(self._segments)})"
+        )
+
+    # -- creation and loading ------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: Path, config: LogConfig, *, topic_id: uuid.UUID | None = None, now_ms: int | None = None
+    ) -> Log:
+        """A new, empty log in ``directory`` (created; ``partition.metadata`` written first)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if topic_id is not None:
+            write_partition_metadata(directory, topic_id)
+        log = cls.open(directory, config, had_clean_shutdown=True, now_ms=now_ms)
+        fsync_dir(directory.parent)
+        return log
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        now_ms: int | None = None,
+    ) -> Log:
+        """Load the log in ``directory``, recovering what the last shutdown may have left broken.
+
+        ``recovery_point``, ``log_start_offset`` and ``high_watermark`` come from the data
+        directory's checkpoint files. Without a clean shutdown, segments from the one holding
+        the recovery point on are re-validated and a corrupt tail is truncated.
+        """
+        now = _now_ms(now_ms)
+        files.parse_partition_dir_name(directory.name)  # a ValueError for a directory that is no log
+        directory.mkdir(parents=True, exist_ok=True)
+        loader = _LogLoader(directory, config, now)
+        return loader.load(
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+
+    # -- offsets -------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of an open (or not yet fully replicated) transaction, at most the HW."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return max(self.log_start_offset, min(first_unstable, self._high_watermark))
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, kept within [log_start_offset, log_end_offset]; returns it."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the high watermark to ``offset`` (at most the log end offset) if that is higher."""
+        if min(offset, self._log_end_offset) <= self._high_watermark:
+            return False
+        self.update_high_watermark(offset)
+        return True
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        """The live segments, oldest first; the last one is active."""
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # -- appending -----------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendInfo:
+        """Append one request's record batches as the partition leader; see the module docstring.
+
+        Raises ``KafkaError``: ``CORRUPT_MESSAGE`` (framing, CRC), ``INVALID_RECORD`` (client rules),
+        ``UNSUPPORTED_COMPRESSION_TYPE``, ``MESSAGE_TOO_LARGE``, ``RECORD_LIST_TOO_LARGE``,
+        ``INVALID_TIMESTAMP``, ``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``INVALID_PRODUCER_EPOCH``,
+        ``INVALID_TXN_STATE``, ``TRANSACTION_COORDINATOR_FENCED``.
+        """
+        now = _now_ms(now_ms)
+        if isinstance(records, bytes):
+            records = bytearray(records)
+        config = self.config
+        from_client = origin is AppendOrigin.CLIENT
+        batches = self._analyze(records, from_client=from_client, check_size=True, now_ms=now)
+        if not batches:
+            return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
+        if len(records) > config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"Message batch size is {len(records)} bytes in append to partition "
+                f"{self.topic}-{self.partition}, which exceeds the maximum configured segment size "
+                f"of {config.segment_bytes}.",
+            )
+        append_time = now if config.log_append_time else None
+
+        producer_state = self.producer_state
+        producer_state.begin_append()
+        try:
+            offsets: list[tuple[int, int]] = []
+            next_offset = self._log_end_offset
+            for batch in batches:
+                duplicate = producer_state.check(batch)
+                if duplicate is not None and from_client:
+                    producer_state.abort_append()
+                    return self._duplicate_info(batch, duplicate)
+                first_offset, last_offset = next_offset, next_offset + batch.last_offset_delta
+                producer_state.record(batch, first_offset, last_offset, append_time_ms=append_time)
+                offsets.append((first_offset, last_offset))
+                next_offset = last_offset + 1
+
+            appended: list[AppendedBatch] = []
+            for batch, (first_offset, last_offset) in zip(batches, offsets):
+                position = batch.position
+                set_base_offset(records, position, first_offset)
+                set_partition_leader_epoch(records, position, leader_epoch)
+                if append_time is not None:
+                    set_log_append_time(records, position, append_time)
+                appended.append(AppendedBatch(batch.size, last_offset, batch.max_timestamp))
+            self._write(records, appended, now)
+        except BaseException:
+            producer_state.abort_append()
+            raise
+        producer_state.commit_append()
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, offsets[0][0])
+        record_count = sum(batch.record_count for batch in batches)
+        self._after_append(record_count, now)
+        return AppendInfo(
+            first_offset=offsets[0][0],
+            last_offset=offsets[-1][1],
+            log_append_time=-1 if append_time is None else append_time,
+            log_start_offset=self.log_start_offset,
+            record_count=record_count,
+        )
+
+    def append_as_follower(self, records: bytearray | memoryview | bytes, *, now_ms: int | None = None) -> AppendInfo:
+        """Append batches replicated from the leader, keeping their offsets and leader epochs.
+
+        The batches must start at or after the log end offset and their offsets must increase.
+        """
+        now = _now_ms(now_ms)
+        batches = self._analyze(records, from_client=False, check_size=False, now_ms=now)
+        if not batches:
+            return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
+        previous_last_offset = self._log_end_offset - 1
+        for batch in batches:
+            if batch.base_offset <= previous_last_offset:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"replicated batch at offset {batch.base_offset} does not follow offset "
+                    f"{previous_last_offset} in {self.topic}-{self.partition}",
+                )
+            previous_last_offset = batch.last_offset
+        if len(records) > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed the segment size")
+        producer_state = self.producer_state
+        producer_state.begin_append()
+        try:
+            for batch in batches:
+                producer_state.record(batch, batch.base_offset, batch.last_offset)
+            appended = [AppendedBatch(b.size, b.last_offset, b.max_timestamp) for b in batches]
+            self._write(records, appended, now, first_offset=batches[0].base_offset)
+        except BaseException:
+            producer_state.abort_append()
+            raise
+        producer_state.commit_append()
+        for batch in batches:
+            if batch.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+        record_count = sum(batch.record_count for batch in batches)
+        self._after_append(record_count, now)
+        return AppendInfo(batches[0].base_offset, batches[-1].last_offset, -1, self.log_start_offset, record_count)
+
+    def _analyze(
+        self, records: bytearray | memoryview | bytes, *, from_client: bool, check_size: bool, now_ms: int
+    ) -> list[RecordBatch]:
+        """Every batch of the request, validated from its header and CRC (records stay undecoded)."""
+        config = self.config
+        batches = []
+        for batch in iter_batches(records):
+            header = batch.header()
+            size = LOG_OVERHEAD + header.batch_length
+            if check_size and size > config.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"The record batch size in the append to {self.topic}-{self.partition} is {size} "
+                    f"bytes which exceeds the maximum configured value of {config.max_message_bytes}.",
+                )
+            batch.validate(from_client=from_client)
+            if from_client:
+                if header.base_offset != 0:
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD,
+                        f"The baseOffset of the record batch in the append to {self.topic}-"
+                        f"{self.partition} should be 0, but it is {header.base_offset}",
+                    )
+                if not config.log_append_time:
+                    self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
+            batches.append(batch)
+        return batches
+
+    def _check_timestamps(self, base_timestamp: int, max_timestamp: int, now_ms: int) -> None:
+        """``message.timestamp.before/after.max.ms``, judged from the batch header's timestamps."""
+        config = self.config
+        if now_ms - base_timestamp > config.message_timestamp_before_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"Timestamp {base_timestamp} of message is out of range: more than "
+                f"{config.message_timestamp_before_max_ms} ms before the broker's time {now_ms}",
+            )
+        if max_timestamp - now_ms > config.message_timestamp_after_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"Timestamp {max_timestamp} of message is out of range: more than "
+                f"{config.message_timestamp_after_max_ms} ms after the broker's time {now_ms}",
+            )
+
+    def _duplicate_info(self, batch: RecordBatch, offsets: tuple[int, int]) -> AppendInfo:
+        log_append_time = -1
+        if self.config.log_append_time:
+            entry = self.producer_state.last_entry(batch.producer_id)
+            original = entry.find_duplicate(batch.producer_epoch, batch.base_sequence, batch.last_sequence) if entry else None
+            if original is not None:
+                log_append_time = original.timestamp
+        first_offset, last_offset = offsets
+        return AppendInfo(
+            first_offset, last_offset, log_append_time, self.log_start_offset,
+            record_count=last_offset - first_offset + 1, duplicate=True,
+        )
+
+    def _write(
+        self, data: bytearray | memoryview | bytes, batches: list[AppendedBatch], now_ms: int, *, first_offset: int | None = None
+    ) -> None:
+        segment = self._maybe_roll(
+            len(data),
+            max_timestamp=max(batch.max_timestamp for batch in batches),
+            max_offset=batches[-1].last_offset,
+            first_offset=self._log_end_offset if first_offset is None else first_offset,
+            now_ms=now_ms,
+        )
+        try:
+            segment.append(data, batches)
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {segment.log_path} failed: {e}") from e
+        self._log_end_offset = batches[-1].last_offset + 1
+
+    def _after_append(self, record_count: int, now_ms: int) -> None:
+        self._unflushed_messages += record_count
+        config = self.config
+        if (
+            self._unflushed_messages >= config.flush_interval_messages
+            or now_ms - self._last_flush_ms >= config.flush_interval_ms
+        ):
+            self.flush(now_ms=now_ms)
+        if self._deleted_segments:
+            self.remove_deleted_segments(now_ms)
+
+    def _maybe_roll(
+        self, messages_size: int, *, max_timestamp: int, max_offset: int, first_offset: int, now_ms: int
+    ) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(
+            self.config,
+            messages_size=messages_size,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=max_offset,
+            now_ms=now_ms,
+        ):
+            return self.roll(now_ms=now_ms, base_offset=first_offset)
+        return segment
+
+    def roll(self, *, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or ``base_offset``, when later).
+
+        The old active segment gets its final time index entry, its indexes are trimmed and it
+        is flushed: the recovery point moves to the new segment's base offset. An empty active
+        segment is kept rather than rolled.
+        """
+        now = _now_ms(now_ms)
+        new_base = max(self._log_end_offset, base_offset or 0)
+        active = self._segments[-1]
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        for path in (
+            files.log_file(self.dir, new_base),
+            files.offset_index_file(self.dir, new_base),
+            files.time_index_file(self.dir, new_base),
+            files.txn_index_file(self.dir, new_base),
+        ):
+            if path.exists():
+                logger.warning("newly rolled segment file %s already exists; deleting it first", path)
+                path.unlink()
+        active.on_become_inactive()
+        segment = LogSegment(self.dir, new_base, self.config, now_ms=now, roll_jitter_ms=self._roll_jitter_ms())
+        self._segments.append(segment)
+        self._base_offsets.append(new_base)
+        self.producer_state.take_snapshot(new_base)
+        self._flush_segments(self._segments[:-1], now)
+        self.recovery_point = max(self.recovery_point, new_base)
+        active.release_indexes()
+        return segment
+
+    def _roll_jitter_ms(self) -> int:
+        jitter = self.config.segment_jitter_ms
+        return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FetchInfo:
+        """Whole batches from the one holding ``offset``: up to ``max_bytes`` (at least one batch
+        with ``min_one_batch``), none starting at or after ``max_offset``, all from one segment.
+
+        ``records`` is None when there is nothing to return. Raises ``KafkaError(OFFSET_OUT_OF_RANGE)``
+        for an offset below the log start offset or above the log end offset.
+        """
+        log_end_offset = self._log_end_offset
+        if offset < self.log_start_offset or offset > log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Received request for offset {offset} for partition {self.topic}-{self.partition}, "
+                f"but we only have log segments from offset {self.log_start_offset} up to "
+                f"{log_end_offset}.",
+            )
+        bound = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
+        records = None
+        if offset < bound and (max_bytes > 0 or min_one_batch):
+            index = self._segment_index(offset)
+            for i in range(index, len(self._segments)):
+                segment = self._segments[i]
+                if segment.base_offset >= bound:
+                    break
+                first = segment.translate_offset(offset)
+                if first is None:
+                    continue
+                end_position = None
+                if bound < log_end_offset and (i + 1 == len(self._segments) or bound < self._base_offsets[i + 1]):
+                    end_position = self._position_bound(segment, bound)
+                records = segment.slice_from(
+                    first, max_bytes, end_position=end_position, min_one_batch=min_one_batch
+                )
+                break
+        return FetchInfo(
+            records=records,
+            high_watermark=self._high_watermark,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=log_end_offset,
+            last_stable_offset=self.last_stable_offset,
+        )
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment that would hold ``offset`` (the last one based at or below it)."""
+        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+
+    def _position_bound(self, segment: LogSegment, max_offset: int) -> int:
+        """Byte position in ``segment`` where batches at or after ``max_offset`` begin (cached:
+        every fetch bounded by the same high watermark asks for the same position)."""
+        cached = self._read_bound
+        if cached is not None and cached[0] == max_offset and cached[1] == segment.base_offset:
+            return cached[2]
+        position = segment.position_bound(max_offset)
+        self._read_bound = (max_offset, segment.base_offset, position)
+        return position
+
+    def batches_from(self, offset: int) -> Iterator[RecordBatch]:
+        """Every batch from the one holding ``offset`` to the end, read in large chunks."""
+        for i in range(self._segment_index(offset), len(self._segments)):
+            segment = self._segments[i]
+            first = segment.translate_offset(offset)
+            if first is None:
+                continue
+            for _, batch in segment.record_batches(first.position):
+                yield batch
+
+    # -- timestamps and leader epochs ----------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with a timestamp >= ``timestamp_ms``."""
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the record with the largest timestamp (the first such)."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        return best.offset_of_max_timestamp() if best is not None else None
+
+    def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: ``(epoch, end_offset)``; (-1, -1) when unknown."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch()
+
+    def leader_epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch under which ``offset`` was written; -1 when unknown."""
+        epoch = UNDEFINED_EPOCH
+        for entry in self.leader_epoch_cache.entries:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch
+
+    # -- flushing ------------------------------------------------------------------------------------
+
+    def flush(self, *, now_ms: int | None = None) -> None:
+        """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
+        now = _now_ms(now_ms)
+        if self.recovery_point < self._log_end_offset:
+            first = self._segment_index(self.recovery_point)
+            self._flush_segments(self._segments[first:], now)
+            self.recovery_point = self._log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def maybe_flush(self, now_ms: int | None = None) -> None:
+        """Flush if ``flush.ms`` has passed since the last flush and there is unflushed data."""
+        now = _now_ms(now_ms)
+        if self.recovery_point < self._log_end_offset and now - self._last_flush_ms >= self.config.flush_interval_ms:
+            self.flush(now_ms=now)
+
+    def _flush_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
+        try:
+            for segment in segments:
+                segment.flush()
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"flush of {self.dir} failed: {e}") from e
+        self._last_flush_ms = now_ms
+
+    # -- deleting and truncating ---------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int, *, now_ms: int | None = None) -> int:
+        """DeleteRecords: make ``offset`` the log start offset and delete the segments wholly below it.
+
+        ``offset`` may not exceed the high watermark (``OFFSET_OUT_OF_RANGE``). Returns the (possibly
+        unchanged) log start offset.
+        """
+        if offset > self._high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition {self.topic}-"
+                f"{self.partition} since it is larger than the high watermark {self._high_watermark}",
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            deletable = [
+                segment for segment, next_base in zip(self._segments, self._base_offsets[1:])
+                if next_base <= offset
+            ]
+            self._delete_segments(deletable, _now_ms(now_ms))
+            self.producer_state.truncate(self.log_start_offset, self._log_end_offset)
+        return self.log_start_offset
+
+    def delete_old_segments(self, segments: Sequence[LogSegment], *, now_ms: int | None = None) -> int:
+        """Delete the oldest ``segments`` (retention): the log then starts at the next segment.
+
+        Deleting every segment first rolls a new, empty active segment. Returns the number deleted.
+        """
+        if not segments:
+            return 0
+        if list(segments) != self._segments[: len(segments)]:
+            raise ValueError("only a prefix of the log's segments can be deleted")
+        now = _now_ms(now_ms)
+        if len(segments) == len(self._segments):
+            self.roll(now_ms=now)
+        self._delete_segments(segments, now)
+        new_start = max(self.log_start_offset, self._segments[0].base_offset)
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self._high_watermark = max(self._high_watermark, new_start)
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        self.producer_state.truncate(self.log_start_offset, self._log_end_offset)
+        return len(segments)
+
+    def _delete_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
+        """Take segments out of the log and rename them ``.deleted``; their files are removed after
+        ``file.delete.delay.ms``, so that reads already handed out stay valid meanwhile."""
+        for segment in segments:
+            index = self._segments.index(segment)
+            del self._segments[index]
+            del self._base_offsets[index]
+            segment.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
+            self._deleted_segments.append((now_ms + self.config.file_delete_delay_ms, segment))
+        self._read_bound = None
+
+    def remove_deleted_segments(self, now_ms: int | None = None, *, force: bool = False) -> None:
+        """Remove the files of deleted segments whose delay has passed (all of them with ``force``)."""
+        now = _now_ms(now_ms)
+        keep = []
+        for deadline, segment in self._deleted_segments:
+            if force or deadline <= now:
+                segment.delete()
+            else:
+                keep.append((deadline, segment))
+        self._deleted_segments = keep
+
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Remove everything at or after ``offset`` (a follower diverging from its leader).
+
+        Returns False when the log ends at or before ``offset`` already.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic}-{self.partition} to negative offset {offset}")
+        if offset >= self._log_end_offset:
+            return False
+        now = _now_ms(now_ms)
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return True
+        index = self._segment_index(offset)
+        for segment in self._segments[index + 1:]:
+            segment.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
+            self._deleted_segments.append((now + self.config.file_delete_delay_ms, segment))
+        del self._segments[index + 1:]
+        del self._base_offsets[index + 1:]
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        self._after_truncation(active.read_next_offset())
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete every segment and start again, empty, at ``offset``."""
+        now = _now_ms(now_ms)
+        self._delete_segments(list(self._segments), now)
+        segment = LogSegment(self.dir, offset, self.config, now_ms=now, roll_jitter_ms=self._roll_jitter_ms())
+        self._segments.append(segment)
+        self._base_offsets.append(offset)
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_end(0)
+        self._after_truncation(offset)
+
+    def _after_truncation(self, log_end_offset: int) -> None:
+        self._log_end_offset = log_end_offset
+        self.log_start_offset = min(self.log_start_offset, log_end_offset)
+        self._high_watermark = min(self._high_watermark, log_end_offset)
+        self.recovery_point = min(self.recovery_point, log_end_offset)
+        self._read_bound = None
+        self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        self.producer_state.truncate(self.log_start_offset, log_end_offset, self.batches_from)
+
+    # -- configuration and shutdown ------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic configs; indexes keep their size until the next roll."""
+        self.config = config
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        self.producer_state.remove_expired(_now_ms(now_ms))
+
+    def close(self) -> None:
+        """Snapshot the producer state and close every segment (the log is not flushed here)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.producer_state.take_snapshot(self._log_end_offset)
+        except OSError as e:
+            logger.warning("%s: could not snapshot the producer state: %s", self.dir, e)
+        for segment in self._segments:
+            segment.close()
+        self.remove_deleted_segments(force=True)
+
+    def close_handles(self) -> None:
+        """Close every file without touching the disk: the directory has been removed."""
+        self._closed = True
+        for segment in self._segments:
+            segment.delete()
+        self.remove_deleted_segments(force=True)
+
+
+# -- partition.metadata --------------------------------------------------------------------------------
+
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+    """Kafka's ``partition.metadata``: the topic id the partition directory belongs to."""
+    text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_to_string(topic_id)}"
+    atomic_write(directory / files.PARTITION_METADATA_FILE, text.encode("ascii"))
+
+
+def read_partition_metadata(directory: Path) -> uuid.UUID | None:
+    """The topic id in ``partition.metadata``; None when the file is absent."""
+    path = directory / files.PARTITION_METADATA_FILE
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if fields.get("version") != str(PARTITION_METADATA_VERSION) or "topic_id" not in fields:
+        raise ValueError(f"{path}: malformed partition metadata {text!r}")
+    return topic_id_from_string(fields["topic_id"])
+
+
+# -- loading -------------------------------------------------------------------------------------------
+
+class _LogLoader:
+    """Brings a partition directory back to a consistent log (Kafka's ``LogLoader``)."""
+
+    def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
+        self.dir = directory
+        self.config = config
+        self.now_ms = now_ms
+        self.rebuild_leader_epochs = False
+        self.leader_epoch_cache = self._open_leader_epoch_cache()
+
+    def load(
+        self, *, recovery_point: int, log_start_offset: int, high_watermark: int, had_clean_shutdown: bool
+    ) -> Log:
+        self._remove_temporary_files()
+        segments = self._load_segments()
+        if not had_clean_shutdown:
+            segments = self._recover_unflushed(segments, recovery_point)
+        if self.rebuild_leader_epochs:
+            for segment in segments:
+                for batch in segment.batch_positions():
+                    self._assign_leader_epoch(batch.partition_leader_epoch, batch.base_offset)
+        log_end_offset = segments[-1].read_next_offset() if segments else log_start_offset
+        if segments and log_end_offset < log_start_offset:
+            logger.warning(
+                "%s: deleting every segment: the log ends at %d, before its start offset %d",
+                self.dir, log_end_offset, log_start_offset,
+            )
+            for segment in segments:
+                segment.delete()
+            segments = []
+            log_end_offset = log_start_offset
+        if not segments:
+            segments = [LogSegment(self.dir, log_start_offset, self.config, now_ms=self.now_ms)]
+        log_start_offset = max(log_start_offset, segments[0].base_offset)
+        recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+        for segment in segments[:-1]:
+            segment.release_indexes()
+        segments[-1].resize_indexes(self.config.segment_index_bytes)
+
+        self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(log_start_offset)
+        try:
+            topic_id = read_partition_metadata(self.dir)
+        except ValueError as e:
+            logger.warning("%s: ignoring unreadable partition metadata: %s", self.dir, e)
+            topic_id = None
+        producer_state = ProducerStateManager(self.dir)
+        log = Log(
+            self.dir,
+            self.config,
+            segments,
+            topic_id=topic_id,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+            recovery_point=recovery_point,
+            high_watermark=high_watermark,
+            leader_epoch_cache=self.leader_epoch_cache,
+            producer_state=producer_state,
+            now_ms=self.now_ms,
+        )
+        producer_state.load(log_start_offset, log_end_offset, log.batches_from, now_ms=self.now_ms)
+        return log
+
+    def _open_leader_epoch_cache(self) -> LeaderEpochCache:
+        path = self.dir / LEADER_EPOCH_CHECKPOINT
+        try:
+            return LeaderEpochCache(path)
+        except (ValueError, OSError) as e:
+            logger.warning("%s: discarding unreadable leader epoch checkpoint: %s", self.dir, e)
+            path.unlink(missing_ok=True)
+            self.rebuild_leader_epochs = True
+            return LeaderEpochCache(path)
+
+    def _remove_temporary_files(self) -> None:
+        """Delete ``.deleted``, ``.cleaned`` and ``.tmp`` leftovers, complete interrupted swaps,
+        and drop index files that have lost their ``.log`` file."""
+        swap_files: list[Path] = []
+        cleaned_offsets: list[int] = []
+        for path in self.dir.iterdir():
+            name = path.name
+            if not path.is_file():
+                continue
+            if name.endswith((files.DELETED_FILE_SUFFIX, ".tmp")):
+                path.unlink()
+            elif name.endswith(files.CLEANED_FILE_SUFFIX):
+                cleaned_offsets.append(_offset_or_none(name) or 0)
+                path.unlink()
+            elif name.endswith(files.SWAP_FILE_SUFFIX):
+                swap_files.append(path)
+        # A swap file at or after a .cleaned file belongs to an interrupted split: not usable.
+        min_cleaned = min(cleaned_offsets, default=None)
+        usable_swaps = []
+        for path in swap_files:
+            offset = _offset_or_none(path.name)
+            if offset is None or (min_cleaned is not None and offset >= min_cleaned):
+                path.unlink()
+            else:
+                usable_swaps.append(path)
+        self._complete_swaps(usable_swaps)
+        for path in self.dir.iterdir():
+            if path.is_file() and files.is_index_file(path.name):
+                offset = _offset_or_none(path.name)
+                if offset is not None and not files.log_file(self.dir, offset).exists():
+                    logger.warning("%s: deleting orphaned index file %s", self.dir, path.name)
+                    path.unlink()
+
+    def _complete_swaps(self, swap_files: list[Path]) -> None:
+        """Compaction output (``.swap``) replaces the segments it covers: finish that replacement."""
+        swap_logs = [p for p in swap_files if p.name.endswith(files.LOG_FILE_SUFFIX + files.SWAP_FILE_SUFFIX)]
+        if swap_logs:
+            bases = [files.offset_from_file_name(path.name) for path in swap_logs]
+            low = min(bases)
+            high = max(next_offset_in_file(path, base) for path, base in zip(swap_logs, bases))
+            for path in self.dir.iterdir():
+                offset = _offset_or_none(path.name)
+                if (
+                    offset is not None and low <= offset < high and path.is_file()
+                    and (files.is_log_file(path.name) or files.is_index_file(path.name))
+                ):
+                    logger.info("%s: deleting %s, replaced by a compacted segment", self.dir, path.name)
+                    path.unlink()
+        for path in swap_files:
+            os.replace(path, path.with_name(path.name.removesuffix(files.SWAP_FILE_SUFFIX)))
+
+    def _load_segments(self) -> list[LogSegment]:
+        segments = []
+        for path in sorted(self.dir.glob("*" + files.LOG_FILE_SUFFIX)):
+            base_offset = _offset_or_none(path.name)
+            if base_offset is None:
+                continue
+            segment = LogSegment(self.dir, base_offset, self.config, now_ms=self.now_ms)
+            try:
+                segment.sanity_check()
+            except (CorruptIndexError, KafkaError) as e:
+                logger.warning("%s: rebuilding the indexes of segment %d: %s", self.dir, base_offset, e)
+                segment.release_indexes()
+                for index_path in (segment.offset_index_path, segment.time_index_path):
+                    index_path.unlink(missing_ok=True)
+                segment.recover(self._on_recovered_batch)
+            segments.append(segment)
+        return segments
+
+    def _recover_unflushed(self, segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
+        """Re-validate the segments from the one holding the recovery point; after a corrupt tail,
+        drop the segments that follow it."""
+        bases = [segment.base_offset for segment in segments]
+        first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+        for i in range(first, len(segments)):
+            segment = segments[i]
+            truncated = segment.recover(self._on_recovered_batch)
+            if truncated:
+                for later in segments[i + 1:]:
+                    logger.warning("%s: deleting segment %d after the corruption", self.dir, later.base_offset)
+                    later.delete()
+                return segments[: i + 1]
+        return segments
+
+    def _on_recovered_batch(self, batch: RecordBatch) -> None:
+        self._assign_leader_epoch(batch.partition_leader_epoch, batch.base_offset)
+
+    def _assign_leader_epoch(self, epoch: int, base_offset: int) -> None:
+        """Learn an epoch the checkpoint may have missed (it is written after the data)."""
+        latest = self.leader_epoch_cache.latest_epoch()
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.leader_epoch_cache.assign(epoch, base_offset)
+
+
+def _offset_or_none(name: str) -> int | None:
+    try:
+        return files.offset_from_file_name(name)
+    except ValueError:
+        return None
