@@ -752,9 +752,11 @@ def sample_messages(count: int, partitions: int = 1, *, client: str = "kafka-pyt
         headers: tuple[tuple[str, bytes], ...] = (("source", b"compat"), ("partition-hint", str(partition).encode()))
         if "per_message_headers" in capabilities and i % 3 == 2:
             headers = ()
+        key = None if i % 4 == 1 else f"key-{i}".encode()
         messages.append(Message(
-            key=None if i % 4 == 1 else f"key-{i}".encode(),
-            value=None if i % 7 == 3 else f"value-{i}-{'x' * (i % 13)}".encode(),
+            key=key,
+            # Null values (tombstones) only on keyed records: the Python clients refuse a record with neither.
+            value=None if i % 7 == 3 and key is not None else f"value-{i}-{'x' * (i % 13)}".encode(),
             headers=headers,
             timestamp=base_timestamp + i * 1000 if "per_message_timestamps" in capabilities else None,
             partition=partition if partitions > 1 or "per_message_partition" in capabilities else None,

@@ -23,6 +23,12 @@ _topic_numbers = itertools.count()
 _log_marks = pytest.StashKey[dict[int, int]]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3 loads its protocol schemas with importlib.resources' legacy API.
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
+    config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files:DeprecationWarning")
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker with default settings, shared by the tests of a module (they use distinct topics)."""

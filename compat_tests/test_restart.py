@@ -78,6 +78,7 @@ def test_kill_during_produce_loses_no_acknowledged_record(broker_factory, topic)
     stored = {(r.partition, r.offset): r.value
               for r in reader.consume(name, sum(high - low for low, high in watermarks.values()))}
     missing = {key: value for key, value in acknowledged.items() if stored.get(key) != value}
-    assert not missing, f"{len(missing)} acknowledged records lost or changed, e.g. {sorted(missing.items())[:5]}"
+    assert not missing, (f"{len(missing)} of {len(acknowledged)} acknowledged records lost or changed after the "
+                         f"restart (watermarks now {watermarks}), e.g. {sorted(missing.items())[:5]}")
     for partition, (low, high) in watermarks.items():
         assert low == 0 and high >= max(o for p, o in acknowledged if p == partition) + 1

@@ -195,7 +195,7 @@ async function main() {
   let output
   try {
     if (!operation) throw new Error(`unknown op ${command.op}`)
-    output = { ok: true, result: await operation(command) }
+    output = { ok: true, result: (await operation(command)) ?? null }
   } catch (error) {
     output = { ok: false, error: describeError(error) }
   }
