@@ -13,6 +13,7 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -27,6 +28,9 @@ from wire.protocol import (
     encode_request_header,
     response_header_version,
 )
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
 
 _SIZE = struct.Struct(">i")
 
@@ -78,7 +82,7 @@ class RunningBroker:
     _clients: list[KafkaClient] = field(default_factory=list)
 
     @property
-    def broker(self):
+    def broker(self) -> Broker:
         """The broker's state (topics, logs, config), for checking what a request changed."""
         return self.server.broker
 
@@ -94,7 +98,10 @@ class RunningBroker:
         await self.server.stopped.wait()
 
 
-async def start_broker(nursery: trio.Nursery, data_dir: Path, properties: dict[str, str] | None = None) -> RunningBroker:
+async def start_broker(
+    nursery: trio.Nursery, data_dir: Path, properties: dict[str, str] | None = None
+) -> RunningBroker:
+    """Serve a broker in ``nursery`` on a free port of 127.0.0.1, keeping its data in ``data_dir``."""
     config = BrokerConfig.from_properties(dict(properties or {}))
     config.host = "127.0.0.1"
     config.port = 0
