@@ -303,7 +303,8 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                    "Longest transaction timeout a producer may ask for."),
 }
 
-_BROKER_DOCUMENTATION: dict[str, tuple[ConfigType, str]] = {
+# Where this broker is and who it is: Kafka name -> (type, what it says).
+_BROKER_IDENTITY_CONFIGS: dict[str, tuple[ConfigType, str]] = {
     "node.id": (ConfigType.INT, "Id of this broker in the cluster."),
     "broker.id": (ConfigType.INT, "Id of this broker in the cluster (older name of node.id)."),
     "listeners": (ConfigType.STRING, "Address the broker listens on."),
@@ -333,7 +334,7 @@ def _broker_configs(broker: Broker) -> dict[str, _BrokerConfigEntry]:
     entries: dict[str, _BrokerConfigEntry] = {}
 
     def own(name: str, value: str, default: str | None) -> None:
-        config_type, documentation = _BROKER_DOCUMENTATION[name]
+        config_type, documentation = _BROKER_IDENTITY_CONFIGS[name]
         entries[name] = _BrokerConfigEntry(value, ((name, default),), config_type, documentation)
 
     advertised_host, advertised_port = config.advertised_address
