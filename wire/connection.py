@@ -230,7 +230,7 @@ class ServerConnection:
             return UnsupportedVersion(header, size, versions)
         assert body_start is not None  # a supported version is within the codec's range
         try:
-            body = request.decode(frame[body_start:], header.api_version)
+            body = request.decode(frame[body_start:], header.api_version, exact=False)
         except DecodeError as exc:
             raise ProtocolError(
                 f"malformed request (correlation id {header.correlation_id}, "

@@ -659,8 +659,13 @@ class Message(Struct):
         return cls.FIRST_FLEXIBLE_VERSION is not None and version >= cls.FIRST_FLEXIBLE_VERSION
 
     @classmethod
-    def decode(cls: type[T], buf: bytes | bytearray | memoryview, version: int) -> T:
-        """Decodes exactly ``buf`` (the body, after any header) at ``version``."""
+    def decode(cls: type[T], buf: bytes | bytearray | memoryview, version: int, *, exact: bool = True) -> T:
+        """Decodes ``buf`` (the body, after any header) at ``version``.
+
+        With ``exact`` bytes left over after the message are an error. Request bodies are decoded
+        with ``exact=False``: Apache Kafka ignores trailing bytes in a request, and some clients
+        (librdkafka's Metadata v13) send them.
+        """
         try:
             decode = cls._decoders[version]  # type: ignore[attr-defined]
         except KeyError:
@@ -672,7 +677,7 @@ class Message(Struct):
             raise DecodeError(f"{cls.__name__} v{version}: {exc}") from None
         except (struct.error, IndexError, ValueError) as exc:  # truncated data, bad UTF-8
             raise DecodeError(f"{cls.__name__} v{version}: {exc}") from exc
-        if pos != len(view):
+        if exact and pos != len(view):
             raise DecodeError(
                 f"{cls.__name__} v{version}: {len(view) - pos} unexpected bytes after the message "
                 f"(decoded {pos} of {len(view)})"
