@@ -735,9 +735,9 @@ class Log:
     def close_handles(self) -> None:
         """Close every file without touching the disk: the directory has been removed."""
         self._closed = True
-        for segment in self._segments:
-            segment.delete()
-        self.remove_deleted_segments(force=True)
+        for segment in self._segments + [segment for _, segment in self._deleted_segments]:
+            segment.close_handles()
+        self._deleted_segments = []
 
 
 # -- partition.metadata --------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ class LogSegment:
         self.log_path = files.log_file(directory, base_offset, suffix)
         self.offset_index_path = files.offset_index_file(directory, base_offset, suffix)
         self.time_index_path = files.time_index_file(directory, base_offset, suffix)
+        self.txn_index_path = files.txn_index_file(directory, base_offset, suffix)  # kept with the segment
         # Unbuffered, append-only writes; reads go through pread on the descriptor.
         self.file = open(self.log_path, "ab+", buffering=0)
         self.size = os.fstat(self.file.fileno()).st_size
@@ -461,7 +462,7 @@ class LogSegment:
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the segment's files, e.g. to ``.deleted`` before removing them."""
-        for attribute in ("log_path", "offset_index_path", "time_index_path"):
+        for attribute in ("log_path", "offset_index_path", "time_index_path", "txn_index_path"):
             path: Path = getattr(self, attribute)
             new_path = path.with_name(path.name.removesuffix(old_suffix) + new_suffix)
             if path.exists():
@@ -481,16 +482,19 @@ class LogSegment:
         self.release_indexes()
         self.file.close()
 
-    def delete(self) -> None:
-        """Close and remove the segment's files."""
+    def close_handles(self) -> None:
+        """Unmap the indexes and close the ``.log`` file without touching anything on disk."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_handler()
         self._offset_index = self._time_index = None
         self.file.close()
-        for path in (self.log_path, self.offset_index_path, self.time_index_path):
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        self.close_handles()
+        for path in (self.log_path, self.offset_index_path, self.time_index_path, self.txn_index_path):
             path.unlink(missing_ok=True)
-        files.txn_index_file(self.directory, self.base_offset).unlink(missing_ok=True)
 
 
 def scan_batches(fd: int, start: int, end: int, path: Path) -> Iterator[BatchPosition]:

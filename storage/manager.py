@@ -1,0 +1,299 @@
+"""The log manager: every partition log in one data directory, laid out as Kafka lays it out.
+
+::
+
+    <data dir>/
+        .lock                               held (flock) while a broker uses the directory
+        meta.properties                     version=1, node.id, cluster.id
+        .kafka_cleanshutdown                present only after a clean shutdown
+        recovery-point-offset-checkpoint    per partition: everything below is flushed
+        log-start-offset-checkpoint         per partition: the log start offset
+        replication-offset-checkpoint       per partition: the high watermark
+        orders-0/                           one directory per partition (see storage.log)
+        orders-1.3f2a...-delete/            a deleted partition, removed right away
+
+``load`` opens every partition directory: after a clean shutdown (the marker file is there) the
+logs are trusted; otherwise each log re-validates what lies after its recovery point. The marker
+is removed as soon as loading starts, so a crash at any later point counts as unclean.
+``close`` flushes every log, writes the checkpoints with recovery points at the log end offsets,
+and writes the marker.
+
+Files of deleted partitions and segments may still be referenced by reads in flight (file slices
+waiting to be sent), so their descriptors stay open for ``file.delete.delay.ms``;
+``delete_expired_files`` (also run by ``checkpoint``) closes them once that has passed.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from storage import files
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    atomic_write,
+    fsync_dir,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from storage.config import LogConfig
+from storage.log import Log, write_partition_metadata
+from storage.topics import new_topic_id, topic_id_to_string
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+META_PROPERTIES_FILE = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES_VERSION = 1
+
+
+def _now_ms(now_ms: int | None) -> int:
+    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+
+
+class LogManager:
+    """Loads, creates, checkpoints and deletes the partition logs of one data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        *,
+        node_id: int = 0,
+        cluster_id: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config
+        self.node_id = node_id
+        self._requested_cluster_id = cluster_id
+        self.cluster_id: str | None = cluster_id
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._closing_logs: list[tuple[int, Log]] = []  # (close at ms, log) of deleted partitions
+        self._lock_fd: int | None = None
+        self._loaded = False
+
+    # -- start-up ------------------------------------------------------------------------------------
+
+    def load(self, topic_configs: Mapping[str, LogConfig] | None = None, *, now_ms: int | None = None) -> None:
+        """Take the data directory and open (recovering where needed) every partition log in it.
+
+        ``topic_configs`` gives the config of topics that override the default one.
+        """
+        topic_configs = topic_configs or {}
+        now = _now_ms(now_ms)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        self._load_meta_properties()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = marker.exists()
+        if had_clean_shutdown:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        if not had_clean_shutdown:
+            logger.info("%s: no clean shutdown marker: recovering logs from their recovery points", self.data_dir)
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if files.is_delete_dir_name(path.name):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                topic, partition = files.parse_partition_dir_name(path.name)
+            except ValueError:
+                logger.warning("%s: ignoring directory %s, which is no partition log", self.data_dir, path.name)
+                continue
+            key = (topic, partition)
+            self._logs[key] = Log.open(
+                path,
+                topic_configs.get(topic, self.default_config),
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=log_start_offsets.get(key, 0),
+                high_watermark=high_watermarks.get(key, 0),
+                had_clean_shutdown=had_clean_shutdown,
+                now_ms=now,
+            )
+        self._loaded = True
+        logger.info("%s: loaded %d logs", self.data_dir, len(self._logs))
+
+    def _lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(
+                f"data directory {self.data_dir} is in use by another broker (cannot lock {LOCK_FILE})"
+            ) from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _load_meta_properties(self) -> None:
+        """Check ``meta.properties`` against this broker, or write it on first use."""
+        path = self.data_dir / META_PROPERTIES_FILE
+        if not path.exists():
+            self.cluster_id = self._requested_cluster_id or topic_id_to_string(new_topic_id())
+            lines = [f"version={META_PROPERTIES_VERSION}", f"node.id={self.node_id}", f"cluster.id={self.cluster_id}"]
+            atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))
+            return
+        properties = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "!")):
+                key, _, value = line.partition("=")
+                properties[key.strip()] = value.strip()
+        stored_cluster_id = properties.get("cluster.id")
+        if self._requested_cluster_id is not None and stored_cluster_id not in (None, self._requested_cluster_id):
+            raise RuntimeError(
+                f"{path}: the data directory belongs to cluster {stored_cluster_id}, "
+                f"not {self._requested_cluster_id}"
+            )
+        stored_node_id = properties.get("node.id", properties.get("broker.id"))
+        if stored_node_id is not None and int(stored_node_id) != self.node_id:
+            raise RuntimeError(f"{path}: the data directory belongs to node {stored_node_id}, not {self.node_id}")
+        self.cluster_id = stored_cluster_id or self._requested_cluster_id
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return read_offsets_checkpoint(self.data_dir / name)
+        except (ValueError, OSError) as e:
+            logger.warning("%s: ignoring unreadable checkpoint %s: %s", self.data_dir, name, e)
+            return {}
+
+    # -- logs ----------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> Iterator[Log]:
+        return iter(list(self._logs.values()))
+
+    def logs_for_topic(self, topic: str) -> list[Log]:
+        return [log for (name, _), log in sorted(self._logs.items()) if name == topic]
+
+    def create_log(
+        self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID, *, now_ms: int | None = None
+    ) -> Log:
+        """The log of ``topic``-``partition``, created (empty) unless it already exists."""
+        self._require_loaded()
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            if existing.topic_id is None:
+                write_partition_metadata(existing.dir, topic_id)
+                existing.topic_id = topic_id
+            elif existing.topic_id != topic_id:
+                raise ValueError(
+                    f"log {topic}-{partition} belongs to topic id {existing.topic_id}, not {topic_id}"
+                )
+            existing.update_config(config)
+            return existing
+        name = files.partition_dir_name(topic, partition)
+        if len(name.encode("utf-8")) > files.MAX_FILE_NAME_LENGTH:
+            raise ValueError(f"partition directory name {name!r} is too long")
+        log = Log.create(self.data_dir / name, config, topic_id=topic_id, now_ms=now_ms)
+        self._logs[(topic, partition)] = log
+        return log
+
+    def delete_logs(self, topic: str, *, now_ms: int | None = None) -> list[tuple[str, int]]:
+        """Delete every partition log of ``topic``: each directory is renamed
+        ``<topic>-<partition>.<id>-delete`` and removed. Returns the partitions deleted."""
+        now = _now_ms(now_ms)
+        deleted = []
+        for key in sorted(k for k in self._logs if k[0] == topic):
+            log = self._logs.pop(key)
+            target = self.data_dir / files.delete_dir_name(*key)
+            os.replace(log.dir, target)
+            fsync_dir(self.data_dir)
+            log.dir = target
+            shutil.rmtree(target, ignore_errors=True)
+            self._closing_logs.append((now + log.config.file_delete_delay_ms, log))
+            deleted.append(key)
+            logger.info("%s: deleted log %s-%d", self.data_dir, *key)
+        if deleted:
+            self.checkpoint(now_ms=now)
+        return deleted
+
+    def delete_expired_files(self, now_ms: int | None = None) -> None:
+        """Close the files of deleted partitions, and remove those of deleted segments, once their
+        ``file.delete.delay.ms`` has passed."""
+        now = _now_ms(now_ms)
+        keep = []
+        for deadline, log in self._closing_logs:
+            if deadline <= now:
+                log.close_handles()
+            else:
+                keep.append((deadline, log))
+        self._closing_logs = keep
+        for log in self._logs.values():
+            log.remove_deleted_segments(now)
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> None:
+        """Flush each log whose ``flush.ms`` has passed since its last flush."""
+        now = _now_ms(now_ms)
+        for log in self._logs.values():
+            log.maybe_flush(now)
+
+    # -- checkpoints and shutdown --------------------------------------------------------------------
+
+    def checkpoint(self, *, now_ms: int | None = None) -> None:
+        """Write the recovery point, log start offset and high watermark checkpoints atomically."""
+        self._require_loaded()
+        logs = self._logs
+        write_offsets_checkpoint(
+            self.data_dir / RECOVERY_POINT_CHECKPOINT, {key: log.recovery_point for key, log in logs.items()}
+        )
+        write_offsets_checkpoint(
+            self.data_dir / LOG_START_OFFSET_CHECKPOINT, {key: log.log_start_offset for key, log in logs.items()}
+        )
+        write_offsets_checkpoint(
+            self.data_dir / REPLICATION_OFFSET_CHECKPOINT, {key: log.high_watermark for key, log in logs.items()}
+        )
+        self.delete_expired_files(now_ms)
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint (recovery points at the log end offsets) and mark
+        the shutdown clean."""
+        if not self._loaded:
+            self._unlock()
+            return
+        for log in self._logs.values():
+            log.flush()
+        self.checkpoint()
+        for log in self._logs.values():
+            log.close()
+        for _, log in self._closing_logs:
+            log.close_handles()
+        self._closing_logs = []
+        marker = {"version": 0, "brokerEpoch": -1}
+        atomic_write(self.data_dir / CLEAN_SHUTDOWN_FILE, json.dumps(marker).encode("ascii"))
+        self._logs = {}
+        self._loaded = False
+        self._unlock()
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise RuntimeError("LogManager.load() has not been called")
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
