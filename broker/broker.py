@@ -51,7 +51,6 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
-        self.log_manager.load()
         self.topics.load()
         log.info("recovered logs in %.3f s", time.monotonic() - started)
 

@@ -93,11 +93,15 @@ class TopicManager:
     # -- start-up ------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Build topics from the catalog over the logs the log manager recovered."""
-        for record in self.catalog.topics.values():
-            log_config = LogConfig.from_properties(record.configs, self.default_log_config)
-            topic = Topic(record.name, record.topic_id, dict(record.configs), log_config)
-            for index in range(record.partitions):
+        """Recover every log with its topic's config, then build the topics from the catalog."""
+        topics = [
+            Topic(record.name, record.topic_id, dict(record.configs),
+                  LogConfig.from_properties(record.configs, self.default_log_config))
+            for record in self.catalog.topics.values()
+        ]
+        self.log_manager.load({topic.name: topic.log_config for topic in topics})
+        for topic in topics:
+            for index in range(self.catalog.topics[topic.name].partitions):
                 topic.partitions.append(self._open_partition(topic, index))
             self._add(topic)
         log.info("loaded %d topics", len(self._topics))

@@ -660,12 +660,6 @@ async def test_altered_configs_survive_a_restart(nursery, tmp_path):
         await second.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Broker.start recovers the logs with the broker's default LogConfig (LogManager.load() is called "
-    "without topic_configs) and TopicManager.load/_open_partition reuses the recovered log without applying "
-    "the topic's configs",
-)
 async def test_topic_configs_reach_the_logs_after_a_restart(nursery, tmp_path):
     data_dir = tmp_path / "data"
     first = await start_broker(nursery, data_dir)
