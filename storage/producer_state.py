@@ -77,12 +77,8 @@ _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_START = 6  # the CRC covers everything after the version and the CRC itself
 
 
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment`` in the non-negative int32 space of producer sequences."""
-    return (sequence + increment) % (INT32_MAX + 1)
-
-
 def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement`` in the non-negative int32 space of producer sequences."""
     return (sequence - decrement) % (INT32_MAX + 1)
 
 
@@ -138,7 +134,7 @@ class ProducerStateEntry:
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
         )
 
-    def _set_epoch(self, producer_epoch: int) -> None:
+    def update_epoch(self, producer_epoch: int) -> None:
         # A new epoch starts a new sequence space: the old batches cannot be retried any more.
         if producer_epoch != self.producer_epoch:
             self.batches.clear()
@@ -303,13 +299,13 @@ class ProducerStateManager:
                 self._staged_txn_events.append(
                     _StagedCompletion(producer_id, entry.current_txn_first_offset, first_offset, is_aborted)
                 )
-            entry._set_epoch(batch.producer_epoch)
+            entry.update_epoch(batch.producer_epoch)
             entry.coordinator_epoch = marker.coordinator_epoch
             entry.current_txn_first_offset = None
             entry.last_timestamp = timestamp
             return
 
-        entry._set_epoch(batch.producer_epoch)
+        entry.update_epoch(batch.producer_epoch)
         entry.batches.append(
             BatchMetadata(batch.base_sequence, batch.last_sequence, first_offset, last_offset, timestamp)
         )
