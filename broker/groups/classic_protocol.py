@@ -252,9 +252,9 @@ class ClassicGroupProtocol:
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         log.info(
             "group %s: member %s (instance %s, client %s) joins%s",
-            group.group_id, member_id, group_instance_id, client_id, f"; reason: {reason}" if reason else "",
+            group.group_id, member_id, group_instance_id, client_id, f"; client reason: {reason}" if reason else "",
         )
-        self._rebalance_or_complete_join(group)
+        self._rebalance_or_complete_join(group, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(
         self,
@@ -266,7 +266,7 @@ class ClassicGroupProtocol:
         reply: Reply[JoinResult],
     ) -> None:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
-        self._rebalance_or_complete_join(group)
+        self._rebalance_or_complete_join(group, f"member {member.member_id} rejoined")
 
     def _replace_static_member(
         self,
@@ -282,6 +282,7 @@ class ClassicGroupProtocol:
     ) -> None:
         self.timers.cancel(_heartbeat_key(group.group_id, old_member_id))
         group.pending_sync_members.discard(old_member_id)
+        leader_before = group.leader_id
         old_protocols = group.member(old_member_id).protocols
         old_session_timeout_ms = group.member(old_member_id).session_timeout_ms
         old_rebalance_timeout_ms = group.member(old_member_id).rebalance_timeout_ms
@@ -305,13 +306,18 @@ class ClassicGroupProtocol:
                 if api_version >= SKIP_ASSIGNMENT_MIN_VERSION:
                     result = group.join_result(new_member_id, with_members=is_leader, skip_assignment=is_leader)
                 else:
+                    # Older clients cannot skip the assignment: name the leader as it was, so a
+                    # restarted static leader acts as a follower and just syncs its old assignment.
                     result = group.join_result(new_member_id, with_members=False)
+                    result.leader = leader_before or ""
                 group.complete_join(member, result)
                 log.info(
                     "group %s: static member %s replaced without a rebalance", group.group_id, group_instance_id
                 )
             else:
-                self._rebalance_or_complete_join(group)
+                self._rebalance_or_complete_join(
+                    group, f"static member {group_instance_id} rejoined with a change of protocol"
+                )
         elif group.is_in(State.COMPLETING_REBALANCE):
             # The leader may already be assigning to the old member id: start over.
             self._prepare_rebalance(group, f"static member {group_instance_id} rejoined during CompletingRebalance")
@@ -320,9 +326,9 @@ class ClassicGroupProtocol:
 
     # ---------------------------------------------------------------------------- rebalances
 
-    def _rebalance_or_complete_join(self, group: ClassicGroup) -> None:
+    def _rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, "membership changed")
+            self._prepare_rebalance(group, reason)
         else:
             self._maybe_complete_join(group)
 
@@ -495,7 +501,7 @@ class ClassicGroupProtocol:
                 for each in group.members.values():
                     each.assignment = b""
                 self._propagate_assignment(group, exc.code)
-                self._rebalance_or_complete_join(group)
+                self._rebalance_or_complete_join(group, f"the assignment could not be stored: {exc.code.name}")
                 return reply
             self._propagate_assignment(group, ErrorCode.NONE)
             group.transition_to(State.STABLE, coordinator.now_ms())
@@ -592,7 +598,7 @@ class ClassicGroupProtocol:
         group.complete_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         if group.is_in(State.STABLE, State.COMPLETING_REBALANCE):
-            self._rebalance_or_complete_join(group)
+            self._rebalance_or_complete_join(group, f"member {member.member_id} is gone")
         elif group.is_in(State.PREPARING_REBALANCE) and group.has_all_members_joined():
             self._complete_join(group)
 
@@ -637,7 +643,7 @@ class ClassicGroupProtocol:
             left = True
         if left:
             if group.is_in(State.STABLE, State.COMPLETING_REBALANCE):
-                self._rebalance_or_complete_join(group)
+                self._rebalance_or_complete_join(group, "members left")
             elif group.is_in(State.PREPARING_REBALANCE):
                 self._maybe_complete_join(group)
         return ErrorCode.NONE, outcomes
