@@ -303,6 +303,13 @@ def wrap_call(indent: str, head: str, arguments: list[str], tail: str = "", widt
     return [f"{indent}{head}(", *(f"{indent}    {a}," for a in arguments), f"{indent}){tail}"]
 
 
+def import_order(name: str) -> tuple[int, str]:
+    """Constants, then classes, then functions (isort's order by type)."""
+    if name.isupper():
+        return 0, name
+    return (1 if name[0].isupper() else 2), name
+
+
 def describe_versions(versions: range, message_versions: range) -> str:
     if not versions:
         return "none"
@@ -451,7 +458,10 @@ class ModuleWriter:
         lines = []
         if fields:
             names = [py_str(f.attr) for f in fields]
-            lines.extend(wrap_call("    ", "__slots__ = ", names + [""] if len(names) == 1 else names))
+            if len(names) == 1:
+                lines.append(f"    __slots__ = ({names[0]},)")
+            else:
+                lines.extend(wrap_call("    ", "__slots__ = ", names))
         else:
             lines.append("    __slots__ = ()")
         lines.append("    FIELDS = (")
@@ -762,7 +772,7 @@ class ModuleWriter:
         if self.formats or self.uses_uuid:
             out.append("")
         out.append("from wire.primitives import (")
-        out.extend(f"    {name}," for name in sorted(self.helpers, key=lambda s: (s.lower(), s)))
+        out.extend(f"    {name}," for name in sorted(self.helpers, key=import_order))
         out.append(")")
         if formats:
             out += ["", "# Consecutive fixed-width fields, big-endian (struct format characters; o is bool)."]

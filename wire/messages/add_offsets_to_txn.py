@@ -7,16 +7,16 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_string,
     read_string,
     skip_tagged_fields,
-    Struct,
     write_compact_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

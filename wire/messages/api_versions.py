@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
-    check_tagged_field_end,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
+    check_tagged_field_end,
     read_array,
     read_bool,
     read_compact_array,
@@ -19,7 +21,6 @@ from wire.primitives import (
     read_tagged_field_header,
     read_uvarint,
     skip_tagged_fields,
-    Struct,
     tagged_value,
     write_array,
     write_bool,
@@ -27,7 +28,6 @@ from wire.primitives import (
     write_compact_string,
     write_int64,
     write_tagged_fields,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -8,23 +8,23 @@ import struct
 import uuid
 
 from wire.primitives import (
-    allocate,
+    ZERO_UUID,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_array,
     read_compact_nullable_string,
     read_compact_string,
     read_int32,
     read_uuid,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_nullable_string,
     write_compact_string,
     write_int32,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -189,7 +189,7 @@ class ConsumerGroupDescribeResponse(Message):
             self.partitions = [] if partitions is None else partitions
 
     class Assignment(Struct):
-        __slots__ = ("topic_partitions", )
+        __slots__ = ("topic_partitions",)
         FIELDS = (
             Field("topic_partitions", "[]TopicPartitions", range(0, 2)),
         )

@@ -8,10 +8,13 @@ import struct
 import uuid
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
+    ZERO_UUID,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     read_compact_array,
     read_compact_nullable_array,
     read_compact_nullable_string,
@@ -20,7 +23,6 @@ from wire.primitives import (
     read_nullable_struct,
     read_uuid,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_nullable_array,
     write_compact_nullable_string,
@@ -28,8 +30,6 @@ from wire.primitives import (
     write_int32,
     write_nullable_struct,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -122,7 +122,7 @@ class ConsumerGroupHeartbeatResponse(Message):
     FIRST_FLEXIBLE_VERSION = 0
 
     class Assignment(Struct):
-        __slots__ = ("topic_partitions", )
+        __slots__ = ("topic_partitions",)
         FIELDS = (
             Field("topic_partitions", "[]TopicPartitions", range(0, 2)),
         )

@@ -7,21 +7,21 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_int32,
     read_nullable_bytes,
     read_nullable_string,
     read_string,
-    Struct,
     write_array,
     write_int32,
     write_nullable_bytes,
     write_nullable_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,9 +7,12 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
+    UNSET,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_compact_array,
     read_compact_nullable_array,
@@ -20,8 +23,6 @@ from wire.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
-    Struct,
-    UNSET,
     write_array,
     write_compact_array,
     write_compact_nullable_array,
@@ -31,7 +32,6 @@ from wire.primitives import (
     write_nullable_array,
     write_nullable_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -68,7 +68,7 @@ class CreatePartitionsRequest(Message):
             self.assignments = [] if assignments is UNSET else assignments
 
     class CreatePartitionsAssignment(Struct):
-        __slots__ = ("broker_ids", )
+        __slots__ = ("broker_ids",)
         FIELDS = (
             Field("broker_ids", "[]int32", range(0, 4)),
         )

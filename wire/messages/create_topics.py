@@ -8,10 +8,14 @@ import struct
 import uuid
 
 from wire.primitives import (
-    allocate,
-    check_tagged_field_end,
+    UNSET,
+    ZERO_UUID,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
+    check_tagged_field_end,
     read_array,
     read_compact_array,
     read_compact_nullable_array,
@@ -25,9 +29,7 @@ from wire.primitives import (
     read_uuid,
     read_uvarint,
     skip_tagged_fields,
-    Struct,
     tagged_value,
-    UNSET,
     write_array,
     write_compact_array,
     write_compact_nullable_array,
@@ -39,8 +41,6 @@ from wire.primitives import (
     write_string,
     write_tagged_fields,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

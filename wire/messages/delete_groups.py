@@ -7,20 +7,20 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_compact_array,
     read_compact_string,
     read_string,
     skip_tagged_fields,
-    Struct,
     write_array,
     write_compact_array,
     write_compact_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -36,7 +36,7 @@ class DeleteGroupsRequest(Message):
     MAX_VERSION = 2
     FIRST_FLEXIBLE_VERSION = 2
 
-    __slots__ = ("groups_names", )
+    __slots__ = ("groups_names",)
     FIELDS = (
         Field("groups_names", "[]string", range(0, 3)),
     )

@@ -8,10 +8,13 @@ import struct
 import uuid
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
+    ZERO_UUID,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     null_field_error,
     read_array,
     read_compact_array,
@@ -20,15 +23,12 @@ from wire.primitives import (
     read_string,
     read_uuid,
     skip_tagged_fields,
-    Struct,
     write_array,
     write_compact_array,
     write_compact_nullable_string,
     write_compact_string,
     write_string,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

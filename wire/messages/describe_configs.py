@@ -7,10 +7,13 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
+    UNSET,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     read_array,
     read_compact_array,
     read_compact_nullable_array,
@@ -20,8 +23,6 @@ from wire.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
-    Struct,
-    UNSET,
     write_array,
     write_compact_array,
     write_compact_nullable_array,
@@ -30,7 +31,6 @@ from wire.primitives import (
     write_nullable_array,
     write_nullable_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     read_array,
     read_bytes,
     read_compact_array,
@@ -20,7 +22,6 @@ from wire.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
-    Struct,
     write_array,
     write_bytes,
     write_compact_array,
@@ -29,7 +30,6 @@ from wire.primitives import (
     write_compact_string,
     write_nullable_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,20 +7,20 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_array,
     read_compact_nullable_string,
     read_compact_string,
     read_int32,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_nullable_string,
     write_compact_string,
     write_int32,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -53,7 +53,7 @@ class DescribeProducersRequest(Message):
             self.name = name
             self.partition_indexes = [] if partition_indexes is None else partition_indexes
 
-    __slots__ = ("topics", )
+    __slots__ = ("topics",)
     FIELDS = (
         Field("topics", "[]TopicRequest", range(0, 1)),
     )

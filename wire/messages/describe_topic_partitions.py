@@ -8,9 +8,12 @@ import struct
 import uuid
 
 from wire.primitives import (
-    allocate,
+    ZERO_UUID,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_array,
     read_compact_nullable_array,
     read_compact_nullable_string,
@@ -19,7 +22,6 @@ from wire.primitives import (
     read_nullable_struct,
     read_uuid,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_nullable_array,
     write_compact_nullable_string,
@@ -27,8 +29,6 @@ from wire.primitives import (
     write_int32,
     write_nullable_struct,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -47,7 +47,7 @@ class DescribeTopicPartitionsRequest(Message):
     FIRST_FLEXIBLE_VERSION = 0
 
     class TopicRequest(Struct):
-        __slots__ = ("name", )
+        __slots__ = ("name",)
         FIELDS = (
             Field("name", "string", range(0, 1)),
         )

@@ -7,18 +7,18 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_array,
     read_compact_string,
     read_int32,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_string,
     write_int32,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -35,7 +35,7 @@ class DescribeTransactionsRequest(Message):
     MAX_VERSION = 0
     FIRST_FLEXIBLE_VERSION = 0
 
-    __slots__ = ("transactional_ids", )
+    __slots__ = ("transactional_ids",)
     FIELDS = (
         Field("transactional_ids", "[]string", range(0, 1)),
     )

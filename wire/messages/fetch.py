@@ -8,11 +8,15 @@ import struct
 import uuid
 
 from wire.primitives import (
+    UNSET,
+    ZERO_UUID,
+    Field,
+    Message,
+    Struct,
+    Writer,
     absent_field_error,
     allocate,
     check_tagged_field_end,
-    Field,
-    Message,
     read_array,
     read_compact_array,
     read_compact_nullable_array,
@@ -28,9 +32,7 @@ from wire.primitives import (
     read_uuid,
     read_uvarint,
     skip_tagged_fields,
-    Struct,
     tagged_value,
-    UNSET,
     write_array,
     write_compact_array,
     write_compact_nullable_array,
@@ -44,8 +46,6 @@ from wire.primitives import (
     write_string,
     write_tagged_fields,
     write_uuid,
-    Writer,
-    ZERO_UUID,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     null_field_error,
     read_array,
     read_bytes,
@@ -21,7 +23,6 @@ from wire.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
-    Struct,
     write_array,
     write_bytes,
     write_compact_array,
@@ -30,7 +31,6 @@ from wire.primitives import (
     write_compact_string,
     write_nullable_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,21 +7,21 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    absent_field_error,
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    absent_field_error,
+    allocate,
     read_compact_array,
     read_compact_nullable_string,
     read_compact_string,
     read_int64,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_nullable_string,
     write_compact_string,
     write_int64,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

@@ -7,15 +7,15 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_string,
-    Struct,
     write_array,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -49,7 +49,7 @@ class OffsetDeleteRequest(Message):
             self.partitions = [] if partitions is None else partitions
 
     class OffsetDeleteRequestPartition(Struct):
-        __slots__ = ("partition_index", )
+        __slots__ = ("partition_index",)
         FIELDS = (
             Field("partition_index", "int32", range(0, 1)),
         )

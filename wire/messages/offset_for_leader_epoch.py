@@ -7,20 +7,20 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_compact_array,
     read_compact_string,
     read_string,
     skip_tagged_fields,
-    Struct,
     write_array,
     write_compact_array,
     write_compact_string,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).

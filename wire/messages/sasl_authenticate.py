@@ -7,20 +7,20 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_bytes,
     read_compact_bytes,
     read_compact_nullable_string,
     read_nullable_string,
     skip_tagged_fields,
-    Struct,
     write_bytes,
     write_compact_bytes,
     write_compact_nullable_string,
     write_nullable_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -36,7 +36,7 @@ class SaslAuthenticateRequest(Message):
     MAX_VERSION = 2
     FIRST_FLEXIBLE_VERSION = 2
 
-    __slots__ = ("auth_bytes", )
+    __slots__ = ("auth_bytes",)
     FIELDS = (
         Field("auth_bytes", "bytes", range(0, 3)),
     )

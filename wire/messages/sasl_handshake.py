@@ -7,15 +7,15 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_array,
     read_string,
-    Struct,
     write_array,
     write_string,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -30,7 +30,7 @@ class SaslHandshakeRequest(Message):
     MAX_VERSION = 1
     FIRST_FLEXIBLE_VERSION = None
 
-    __slots__ = ("mechanism", )
+    __slots__ = ("mechanism",)
     FIELDS = (
         Field("mechanism", "string", range(0, 2)),
     )

@@ -7,18 +7,18 @@ from __future__ import annotations
 import struct
 
 from wire.primitives import (
-    allocate,
     Field,
     Message,
+    Struct,
+    Writer,
+    allocate,
     read_compact_array,
     read_compact_string,
     read_int32,
     skip_tagged_fields,
-    Struct,
     write_compact_array,
     write_compact_string,
     write_int32,
-    Writer,
 )
 
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
@@ -88,7 +88,7 @@ class WriteTxnMarkersRequest(Message):
             self.name = name
             self.partition_indexes = [] if partition_indexes is None else partition_indexes
 
-    __slots__ = ("markers", )
+    __slots__ = ("markers",)
     FIELDS = (
         Field("markers", "[]WritableTxnMarker", range(1, 3)),
     )
@@ -157,7 +157,7 @@ class WriteTxnMarkersResponse(Message):
             self.partition_index = partition_index
             self.error_code = error_code
 
-    __slots__ = ("markers", )
+    __slots__ = ("markers",)
     FIELDS = (
         Field("markers", "[]WritableTxnMarkerResult", range(1, 3)),
     )
