@@ -101,10 +101,10 @@ class Client:
         """Produce `messages` in order (each acknowledged before returning); raises ClientError."""
         raise NotImplementedError
 
-    def consume(self, topic: str, count: int, *, partitions: Iterable[int] | None = None,
+    def consume(self, topic: str, count: int, *, partitions: Iterable[int] | None = None, offset: int | None = None,
                 timeout: float = OPERATION_TIMEOUT) -> list[Consumed]:
-        """Read exactly `count` records from the beginning of `partitions` (default: all), sorted by
-        (partition, offset)."""
+        """Read exactly `count` records of `partitions` (default: all) from `offset` (default: the
+        beginning), sorted by (partition, offset)."""
         raise NotImplementedError
 
     # Admin and offset look-ups (capabilities "admin" and "list_offsets").
@@ -192,7 +192,7 @@ class KafkaPythonClient(Client):
         ids = _wait_for(lambda: consumer.partitions_for_topic(topic), f"{self.name} metadata for {topic}")
         return [TopicPartition(topic, p) for p in sorted(ids)]
 
-    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT):
         from kafka import TopicPartition
 
         consumer = self._consumer()
@@ -200,7 +200,11 @@ class KafkaPythonClient(Client):
             assignment = ([TopicPartition(topic, p) for p in partitions] if partitions is not None
                           else self._topic_partitions(consumer, topic))
             consumer.assign(assignment)
-            consumer.seek_to_beginning(*assignment)
+            if offset is None:
+                consumer.seek_to_beginning(*assignment)
+            else:
+                for tp in assignment:
+                    consumer.seek(tp, offset)
             records: list[Consumed] = []
             deadline = time.monotonic() + timeout
             while len(records) < count and time.monotonic() < deadline:
@@ -296,7 +300,10 @@ class ConfluentClient(Client):
 
         def on_delivery(index):
             def report(err, msg):
-                results[index] = self._error(err) if err else Delivery(msg.partition(), msg.offset())
+                # With acks=0 the broker says nothing, and librdkafka reports no offset (or an invalid one).
+                offset = msg.offset()
+                offset = offset if offset is not None and offset >= 0 else None
+                results[index] = self._error(err) if err else Delivery(msg.partition(), offset)
             return report
 
         for index, m in enumerate(messages):
@@ -330,13 +337,13 @@ class ConfluentClient(Client):
             return sorted(found.partitions) if found is not None and found.error is None else None
         return _wait_for(lookup, f"{self.name} metadata for {topic}")
 
-    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT):
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         consumer = self._consumer()
         try:
             ids = list(partitions) if partitions is not None else self._partition_ids(consumer, topic)
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ids])
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if offset is None else offset) for p in ids])
             records: list[Consumed] = []
             deadline = time.monotonic() + timeout
             while len(records) < count and time.monotonic() < deadline:
@@ -490,14 +497,18 @@ class AiokafkaClient(Client):
             await asyncio.sleep(0.05)
         return [TopicPartition(topic, p) for p in sorted(ids)]
 
-    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT):
         from aiokafka import TopicPartition
 
         async def read(consumer):
             assignment = ([TopicPartition(topic, p) for p in partitions] if partitions is not None
                           else await self._topic_partitions(consumer, topic))
             consumer.assign(assignment)
-            await consumer.seek_to_beginning(*assignment)
+            if offset is None:
+                await consumer.seek_to_beginning(*assignment)
+            else:
+                for tp in assignment:
+                    consumer.seek(tp, offset)
             records: list[Consumed] = []
             deadline = time.monotonic() + timeout
             while len(records) < count and time.monotonic() < deadline:
@@ -568,9 +579,9 @@ class KafkajsClient(Client):
         result = self.call("produce", topic=topic, messages=payload, compression=compression, idempotent=idempotent)
         return [Delivery(d["partition"], d["offset"]) for d in result]
 
-    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT, group_id=None):
-        if partitions is not None:
-            raise ValueError("the kafkajs consumer reads whole topics through a consumer group")
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT, group_id=None):
+        if partitions is not None or offset is not None:
+            raise ValueError("the kafkajs consumer reads whole topics from the beginning through a consumer group")
         result = self.call("consume", timeout=timeout + 15, topic=topic, count=count, timeout_ms=int(timeout * 1000),
                            group_id=group_id or f"compat-kafkajs-{uuid.uuid4()}")
         return _sorted(Consumed(r["partition"], r["offset"], _unb64(r["key"]), _unb64(r["value"]),
@@ -664,10 +675,11 @@ class KcatClient(Client):
                 raise ClientError(self.name, _kcat_error_name(stderr), f"exit {completed.returncode}: {stderr}")
         return [Delivery(m.partition if m.partition is not None else -1, None) for m in messages]
 
-    def consume(self, topic, count, *, partitions=None, timeout=OPERATION_TIMEOUT):
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT):
         records: list[Consumed] = []
+        start = "beginning" if offset is None else str(offset)
         for partition in (list(partitions) if partitions is not None else [None]):
-            arguments = ["-C", "-t", topic, "-o", "beginning", "-e", "-J", "-c", str(count - len(records))]
+            arguments = ["-C", "-t", topic, "-o", start, "-e", "-J", "-c", str(count - len(records))]
             if partition is not None:
                 arguments += ["-p", str(partition)]
             completed = self._run(arguments, timeout=timeout)
