@@ -3,6 +3,8 @@ the offsets; a crash (SIGKILL) during produce loses no acknowledged record."""
 
 from __future__ import annotations
 
+import pytest
+
 from compat_tests.clients import CLIENTS, ConfluentClient, assert_round_trip, numbered_messages
 
 RECORDS = 30
@@ -42,6 +44,32 @@ def test_second_restart_after_more_produce(broker_factory, topic):
         produced += messages
         broker.restart()
     assert_round_trip(produced, delivered, client(broker.bootstrap).consume(name, len(produced)))
+
+
+def test_connected_producer_carries_on_after_a_restart(broker_factory, topic):
+    """A producer that stays up while the broker restarts on the same port reconnects and goes on."""
+    broker = broker_factory()
+    name = topic(partitions=1, on=broker)
+    producer = ConfluentClient(broker.bootstrap).producer(**{"reconnect.backoff.max.ms": 200})
+    old_port = broker.port
+    delivered: list[tuple[int, bytes]] = []
+
+    def produce(prefix: str) -> None:
+        for m in numbered_messages(10, prefix=prefix):
+            producer.produce(name, key=m.key, value=m.value, partition=0,
+                             on_delivery=lambda err, msg: delivered.append((msg.offset(), msg.value()))
+                             if err is None else None)
+        assert producer.flush(20) == 0
+
+    produce("before")
+    broker.restart()
+    if broker.port != old_port:
+        pytest.skip(f"port {old_port} was taken while the broker restarted")
+    produce("after")
+
+    expected = [m.value for prefix in ("before", "after") for m in numbered_messages(10, prefix=prefix)]
+    assert delivered == list(enumerate(expected))
+    assert [r.value for r in ConfluentClient(broker.bootstrap).consume(name, 20)] == expected
 
 
 def test_kill_during_produce_loses_no_acknowledged_record(broker_factory, topic):
