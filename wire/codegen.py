@@ -76,6 +76,11 @@ SERVED_APIS = (
 DATA_SCHEMAS_MODULE = "consumer_protocol"
 DATA_SCHEMAS = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
 
+# Versions generated below a spec's validVersions. Produce v0-2 left the specs in Kafka 4.0, yet
+# brokers still advertise them (KAFKA-18659: librdkafka will not produce unless the broker's Produce
+# range starts at 0) and reject them when used; their fields keep their v0 ranges in the specs.
+OLDEST_VERSIONS = {"ProduceRequest": 0, "ProduceResponse": 0}
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SPECS_DIR = REPO_ROOT.parent / "shared" / "kafka-message-specs"
 OUTPUT_DIR = Path(__file__).resolve().parent / "messages"
@@ -218,6 +223,8 @@ class MessageSpec:
 def load_spec(path: Path) -> MessageSpec:
     data = json.loads(strip_comments(path.read_text()))
     versions = parse_versions(data["validVersions"])
+    if data["name"] in OLDEST_VERSIONS:
+        versions = range(min(versions.start, OLDEST_VERSIONS[data["name"]]), versions.stop)
     flexible = intersect(parse_versions(data["flexibleVersions"]), versions)
     definitions: dict[str, dict] = {}
 
@@ -329,7 +336,7 @@ class ModuleWriter:
         self.formats: dict[str, str] = {}  # struct format -> constant name
         self.functions: list[str] = []
         self.function_names: dict[tuple[str, str], str] = {}  # (kind, body) -> name
-        self.helpers: set[str] = {"Message", "Struct", "Writer"}
+        self.helpers: set[str] = {"Message", "Writer"}
         self.uses_uuid = False
 
     # -- types and defaults ---------------------------------------------------------------
@@ -358,9 +365,9 @@ class ModuleWriter:
         if base == "uuid":
             self.uses_uuid = True
             return "uuid.UUID"
-        return {"bool": "bool", "float64": "float", "string": "str", "bytes": "bytes", "records": "Records"}[
-            base
-        ]
+        if base == "records":
+            return self.helper("Records")
+        return {"bool": "bool", "float64": "float", "string": "str", "bytes": "bytes"}[base]
 
     def default_value(self, message: MessageSpec, f: FieldSpec) -> str:
         """The field's default as a Python expression (a fresh object for lists and structs)."""
@@ -447,7 +454,7 @@ class ModuleWriter:
         lines.append(f"    FIRST_FLEXIBLE_VERSION = {first_flexible}")
         for struct in message.structs.values():
             lines.append("")
-            lines.append(f"    class {struct.name}(Struct):")
+            lines.append(f"    class {struct.name}({self.helper('Struct')}):")
             lines.extend("    " + line if line else "" for line in self.struct_body(message, struct))
         lines.append("")
         lines.extend(self.struct_body(message, message.root))
@@ -534,7 +541,9 @@ class ModuleWriter:
             if len(group) == 1:
                 body.append(f"    (obj.{group[0].attr},) = {unpack}")
             else:
-                body.extend(wrap_call("    ", "", [f"obj.{f.attr}" for f in group], f" = {unpack}"))
+                targets = [f"obj.{f.attr}" for f in group]
+                line = f"    {', '.join(targets)} = {unpack}"
+                body.extend([line] if len(line) <= 100 else wrap_call("    ", "", targets, f" = {unpack}"))
             body.append(f"    pos += {size}")
             group.clear()
 

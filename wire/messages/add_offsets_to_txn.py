@@ -9,7 +9,6 @@ import struct
 from wire.primitives import (
     Field,
     Message,
-    Struct,
     Writer,
     allocate,
     read_compact_string,
@@ -83,7 +82,7 @@ def _decode_AddOffsetsToTxnRequest_v0(
 ) -> tuple[AddOffsetsToTxnRequest, int]:
     obj = allocate(AddOffsetsToTxnRequest)
     obj.transactional_id, pos = read_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.group_id, pos = read_string(buf, pos)
     return obj, pos
@@ -100,7 +99,7 @@ def _decode_AddOffsetsToTxnRequest_v3(
 ) -> tuple[AddOffsetsToTxnRequest, int]:
     obj = allocate(AddOffsetsToTxnRequest)
     obj.transactional_id, pos = read_compact_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.group_id, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
@@ -118,7 +117,7 @@ def _decode_AddOffsetsToTxnResponse_v0(
     buf: memoryview, pos: int
 ) -> tuple[AddOffsetsToTxnResponse, int]:
     obj = allocate(AddOffsetsToTxnResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -131,7 +130,7 @@ def _decode_AddOffsetsToTxnResponse_v3(
     buf: memoryview, pos: int
 ) -> tuple[AddOffsetsToTxnResponse, int]:
     obj = allocate(AddOffsetsToTxnResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

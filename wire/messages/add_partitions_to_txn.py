@@ -211,7 +211,7 @@ def _decode_AddPartitionsToTxnRequest_v0(
     obj = allocate(AddPartitionsToTxnRequest)
     obj.transactions = []  # not in this version
     obj.v3_and_below_transactional_id, pos = read_string(buf, pos)
-    (obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.v3_and_below_topics, pos = read_array(
         buf,
@@ -256,7 +256,7 @@ def _decode_AddPartitionsToTxnRequest_v3(
     obj = allocate(AddPartitionsToTxnRequest)
     obj.transactions = []  # not in this version
     obj.v3_and_below_transactional_id, pos = read_compact_string(buf, pos)
-    (obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.v3_and_below_topics, pos = read_compact_array(
         buf,
@@ -293,7 +293,7 @@ def _decode_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(
 ) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, int]:
     obj = allocate(AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction)
     obj.transactional_id, pos = read_compact_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch, obj.verify_only) = _S_qho.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.verify_only = _S_qho.unpack_from(buf, pos)
     pos += 11
     obj.topics, pos = read_compact_array(
         buf,
@@ -351,7 +351,7 @@ def _decode_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(
     buf: memoryview, pos: int
 ) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     obj = allocate(AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult)
-    (obj.partition_index, obj.partition_error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -417,7 +417,7 @@ def _decode_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(
     buf: memoryview, pos: int
 ) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     obj = allocate(AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult)
-    (obj.partition_index, obj.partition_error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -504,7 +504,7 @@ def _decode_AddPartitionsToTxnResponse_v4(
 ) -> tuple[AddPartitionsToTxnResponse, int]:
     obj = allocate(AddPartitionsToTxnResponse)
     obj.results_by_topic_v3_and_below = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.results_by_transaction, pos = read_compact_array(
         buf,

@@ -194,7 +194,7 @@ def _decode_ApiVersionsResponse_ApiVersion_v0(
     buf: memoryview, pos: int
 ) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     obj = allocate(ApiVersionsResponse.ApiVersion)
-    (obj.api_key, obj.min_version, obj.max_version) = _S_hhh.unpack_from(buf, pos)
+    obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -247,7 +247,7 @@ def _decode_ApiVersionsResponse_ApiVersion_v3(
     buf: memoryview, pos: int
 ) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     obj = allocate(ApiVersionsResponse.ApiVersion)
-    (obj.api_key, obj.min_version, obj.max_version) = _S_hhh.unpack_from(buf, pos)
+    obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -258,7 +258,7 @@ def _decode_ApiVersionsResponse_SupportedFeatureKey_v3(
 ) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
     obj = allocate(ApiVersionsResponse.SupportedFeatureKey)
     obj.name, pos = read_compact_string(buf, pos)
-    (obj.min_version, obj.max_version) = _S_hh.unpack_from(buf, pos)
+    obj.min_version, obj.max_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -269,7 +269,7 @@ def _decode_ApiVersionsResponse_FinalizedFeatureKey_v3(
 ) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
     obj = allocate(ApiVersionsResponse.FinalizedFeatureKey)
     obj.name, pos = read_compact_string(buf, pos)
-    (obj.max_version_level, obj.min_version_level) = _S_hh.unpack_from(buf, pos)
+    obj.max_version_level, obj.min_version_level = _S_hh.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

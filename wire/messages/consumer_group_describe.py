@@ -287,7 +287,7 @@ def _decode_ConsumerGroupDescribeResponse_DescribedGroup_v0(
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     obj.group_id, pos = read_compact_string(buf, pos)
     obj.group_state, pos = read_compact_string(buf, pos)
-    (obj.group_epoch, obj.assignment_epoch) = _S_ii.unpack_from(buf, pos)
+    obj.group_epoch, obj.assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.assignor_name, pos = read_compact_string(buf, pos)
     obj.members, pos = read_compact_array(buf, pos, _decode_ConsumerGroupDescribeResponse_Member_v0)
@@ -398,7 +398,7 @@ def _decode_ConsumerGroupDescribeResponse_DescribedGroup_v1(
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     obj.group_id, pos = read_compact_string(buf, pos)
     obj.group_state, pos = read_compact_string(buf, pos)
-    (obj.group_epoch, obj.assignment_epoch) = _S_ii.unpack_from(buf, pos)
+    obj.group_epoch, obj.assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.assignor_name, pos = read_compact_string(buf, pos)
     obj.members, pos = read_compact_array(buf, pos, _decode_ConsumerGroupDescribeResponse_Member_v1)

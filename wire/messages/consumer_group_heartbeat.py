@@ -319,11 +319,11 @@ def _decode_ConsumerGroupHeartbeatResponse_v0(
     buf: memoryview, pos: int
 ) -> tuple[ConsumerGroupHeartbeatResponse, int]:
     obj = allocate(ConsumerGroupHeartbeatResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     obj.member_id, pos = read_compact_nullable_string(buf, pos)
-    (obj.member_epoch, obj.heartbeat_interval_ms) = _S_ii.unpack_from(buf, pos)
+    obj.member_epoch, obj.heartbeat_interval_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.assignment, pos = read_nullable_struct(
         buf,

@@ -170,7 +170,7 @@ def _decode_CreatePartitionsRequest_v0(
 ) -> tuple[CreatePartitionsRequest, int]:
     obj = allocate(CreatePartitionsRequest)
     obj.topics, pos = read_array(buf, pos, _decode_CreatePartitionsRequest_CreatePartitionsTopic_v0)
-    (obj.timeout_ms, obj.validate_only) = _S_io.unpack_from(buf, pos)
+    obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
     pos += 5
     return obj, pos
 
@@ -232,7 +232,7 @@ def _decode_CreatePartitionsRequest_v2(
         pos,
         _decode_CreatePartitionsRequest_CreatePartitionsTopic_v2,
     )
-    (obj.timeout_ms, obj.validate_only) = _S_io.unpack_from(buf, pos)
+    obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
     pos += 5
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

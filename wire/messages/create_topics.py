@@ -251,7 +251,7 @@ def _decode_CreateTopicsRequest_CreatableTopic_v2(
 ) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
     obj = allocate(CreateTopicsRequest.CreatableTopic)
     obj.name, pos = read_string(buf, pos)
-    (obj.num_partitions, obj.replication_factor) = _S_ih.unpack_from(buf, pos)
+    obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.assignments, pos = read_array(
         buf,
@@ -265,7 +265,7 @@ def _decode_CreateTopicsRequest_CreatableTopic_v2(
 def _decode_CreateTopicsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     obj = allocate(CreateTopicsRequest)
     obj.topics, pos = read_array(buf, pos, _decode_CreateTopicsRequest_CreatableTopic_v2)
-    (obj.timeout_ms, obj.validate_only) = _S_io.unpack_from(buf, pos)
+    obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
     pos += 5
     return obj, pos
 
@@ -324,7 +324,7 @@ def _decode_CreateTopicsRequest_CreatableTopic_v5(
 ) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
     obj = allocate(CreateTopicsRequest.CreatableTopic)
     obj.name, pos = read_compact_string(buf, pos)
-    (obj.num_partitions, obj.replication_factor) = _S_ih.unpack_from(buf, pos)
+    obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.assignments, pos = read_compact_array(
         buf,
@@ -343,7 +343,7 @@ def _decode_CreateTopicsRequest_CreatableTopic_v5(
 def _decode_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     obj = allocate(CreateTopicsRequest)
     obj.topics, pos = read_compact_array(buf, pos, _decode_CreateTopicsRequest_CreatableTopic_v5)
-    (obj.timeout_ms, obj.validate_only) = _S_io.unpack_from(buf, pos)
+    obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
     pos += 5
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -428,7 +428,7 @@ def _decode_CreateTopicsResponse_CreatableTopicConfigs_v5(
     obj = allocate(CreateTopicsResponse.CreatableTopicConfigs)
     obj.name, pos = read_compact_string(buf, pos)
     obj.value, pos = read_compact_nullable_string(buf, pos)
-    (obj.read_only, obj.config_source, obj.is_sensitive) = _S_obo.unpack_from(buf, pos)
+    obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -443,7 +443,7 @@ def _decode_CreateTopicsResponse_CreatableTopicResult_v5(
     (obj.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
-    (obj.num_partitions, obj.replication_factor) = _S_ih.unpack_from(buf, pos)
+    obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.configs, pos = read_compact_nullable_array(
         buf,
@@ -517,7 +517,7 @@ def _decode_CreateTopicsResponse_CreatableTopicResult_v7(
     (obj.error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
-    (obj.num_partitions, obj.replication_factor) = _S_ih.unpack_from(buf, pos)
+    obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.configs, pos = read_compact_nullable_array(
         buf,

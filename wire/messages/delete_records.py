@@ -148,7 +148,7 @@ def _decode_DeleteRecordsRequest_DeleteRecordsPartition_v0(
     buf: memoryview, pos: int
 ) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
     obj = allocate(DeleteRecordsRequest.DeleteRecordsPartition)
-    (obj.partition_index, obj.offset) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     return obj, pos
 
@@ -196,7 +196,7 @@ def _decode_DeleteRecordsRequest_DeleteRecordsPartition_v2(
     buf: memoryview, pos: int
 ) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
     obj = allocate(DeleteRecordsRequest.DeleteRecordsPartition)
-    (obj.partition_index, obj.offset) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -254,7 +254,7 @@ def _decode_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(
     buf: memoryview, pos: int
 ) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
     obj = allocate(DeleteRecordsResponse.DeleteRecordsPartitionResult)
-    (obj.partition_index, obj.low_watermark, obj.error_code) = _S_iqh.unpack_from(buf, pos)
+    obj.partition_index, obj.low_watermark, obj.error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
     return obj, pos
 
@@ -308,7 +308,7 @@ def _decode_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(
     buf: memoryview, pos: int
 ) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
     obj = allocate(DeleteRecordsResponse.DeleteRecordsPartitionResult)
-    (obj.partition_index, obj.low_watermark, obj.error_code) = _S_iqh.unpack_from(buf, pos)
+    obj.partition_index, obj.low_watermark, obj.error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

@@ -160,7 +160,7 @@ def _decode_DescribeClusterRequest_v1(
 ) -> tuple[DescribeClusterRequest, int]:
     obj = allocate(DescribeClusterRequest)
     obj.include_fenced_brokers = False  # not in this version
-    (obj.include_cluster_authorized_operations, obj.endpoint_type) = _S_ob.unpack_from(buf, pos)
+    obj.include_cluster_authorized_operations, obj.endpoint_type = _S_ob.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -216,7 +216,7 @@ def _decode_DescribeClusterResponse_v0(
 ) -> tuple[DescribeClusterResponse, int]:
     obj = allocate(DescribeClusterResponse)
     obj.endpoint_type = 1  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     obj.cluster_id, pos = read_compact_string(buf, pos)
@@ -261,7 +261,7 @@ def _decode_DescribeClusterResponse_v1(
     buf: memoryview, pos: int
 ) -> tuple[DescribeClusterResponse, int]:
     obj = allocate(DescribeClusterResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     (obj.endpoint_type,) = _S_b.unpack_from(buf, pos)
@@ -311,7 +311,7 @@ def _decode_DescribeClusterResponse_v2(
     buf: memoryview, pos: int
 ) -> tuple[DescribeClusterResponse, int]:
     obj = allocate(DescribeClusterResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     (obj.endpoint_type,) = _S_b.unpack_from(buf, pos)

@@ -253,7 +253,7 @@ def _decode_DescribeConfigsRequest_v3(
         pos,
         _decode_DescribeConfigsRequest_DescribeConfigsResource_v1,
     )
-    (obj.include_synonyms, obj.include_documentation) = _S_oo.unpack_from(buf, pos)
+    obj.include_synonyms, obj.include_documentation = _S_oo.unpack_from(buf, pos)
     pos += 2
     return obj, pos
 
@@ -284,7 +284,7 @@ def _decode_DescribeConfigsRequest_v4(
         pos,
         _decode_DescribeConfigsRequest_DescribeConfigsResource_v4,
     )
-    (obj.include_synonyms, obj.include_documentation) = _S_oo.unpack_from(buf, pos)
+    obj.include_synonyms, obj.include_documentation = _S_oo.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -325,7 +325,7 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(
     obj.documentation = ""  # not in this version
     obj.name, pos = read_string(buf, pos)
     obj.value, pos = read_nullable_string(buf, pos)
-    (obj.read_only, obj.config_source, obj.is_sensitive) = _S_obo.unpack_from(buf, pos)
+    obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     obj.synonyms, pos = read_array(
         buf,
@@ -406,7 +406,7 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(
     obj.is_default = False  # not in this version
     obj.name, pos = read_string(buf, pos)
     obj.value, pos = read_nullable_string(buf, pos)
-    (obj.read_only, obj.config_source, obj.is_sensitive) = _S_obo.unpack_from(buf, pos)
+    obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     obj.synonyms, pos = read_array(
         buf,
@@ -496,7 +496,7 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(
     obj.is_default = False  # not in this version
     obj.name, pos = read_compact_string(buf, pos)
     obj.value, pos = read_compact_nullable_string(buf, pos)
-    (obj.read_only, obj.config_source, obj.is_sensitive) = _S_obo.unpack_from(buf, pos)
+    obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
     pos += 3
     obj.synonyms, pos = read_compact_array(
         buf,

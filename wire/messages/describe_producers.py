@@ -216,7 +216,7 @@ def _decode_DescribeProducersResponse_PartitionResponse_v0(
     buf: memoryview, pos: int
 ) -> tuple[DescribeProducersResponse.PartitionResponse, int]:
     obj = allocate(DescribeProducersResponse.PartitionResponse)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     obj.active_producers, pos = read_compact_array(

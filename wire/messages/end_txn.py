@@ -9,7 +9,6 @@ import struct
 from wire.primitives import (
     Field,
     Message,
-    Struct,
     Writer,
     allocate,
     read_compact_string,
@@ -88,7 +87,7 @@ class EndTxnResponse(Message):
 def _decode_EndTxnRequest_v0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     obj = allocate(EndTxnRequest)
     obj.transactional_id, pos = read_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch, obj.committed) = _S_qho.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.committed = _S_qho.unpack_from(buf, pos)
     pos += 11
     return obj, pos
 
@@ -101,7 +100,7 @@ def _encode_EndTxnRequest_v0(w: Writer, obj: EndTxnRequest) -> None:
 def _decode_EndTxnRequest_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     obj = allocate(EndTxnRequest)
     obj.transactional_id, pos = read_compact_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch, obj.committed) = _S_qho.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.committed = _S_qho.unpack_from(buf, pos)
     pos += 11
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -117,7 +116,7 @@ def _decode_EndTxnResponse_v0(buf: memoryview, pos: int) -> tuple[EndTxnResponse
     obj = allocate(EndTxnResponse)
     obj.producer_id = -1  # not in this version
     obj.producer_epoch = -1  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -130,7 +129,7 @@ def _decode_EndTxnResponse_v3(buf: memoryview, pos: int) -> tuple[EndTxnResponse
     obj = allocate(EndTxnResponse)
     obj.producer_id = -1  # not in this version
     obj.producer_epoch = -1  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

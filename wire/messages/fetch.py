@@ -12,6 +12,7 @@ from wire.primitives import (
     ZERO_UUID,
     Field,
     Message,
+    Records,
     Struct,
     Writer,
     absent_field_error,
@@ -434,7 +435,7 @@ def _decode_FetchRequest_FetchPartition_v4(
     obj.log_start_offset = -1  # not in this version
     obj.replica_directory_id = ZERO_UUID  # not in this version
     obj.high_watermark = 9223372036854775807  # not in this version
-    (obj.partition, obj.fetch_offset, obj.partition_max_bytes) = _S_iqi.unpack_from(buf, pos)
+    obj.partition, obj.fetch_offset, obj.partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
     return obj, pos
 
@@ -934,7 +935,7 @@ def _decode_FetchRequest_ReplicaState_v15(
     buf: memoryview, pos: int
 ) -> tuple[FetchRequest.ReplicaState, int]:
     obj = allocate(FetchRequest.ReplicaState)
-    (obj.replica_id, obj.replica_epoch) = _S_iq.unpack_from(buf, pos)
+    obj.replica_id, obj.replica_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -1241,7 +1242,7 @@ def _decode_FetchResponse_AbortedTransaction_v4(
     buf: memoryview, pos: int
 ) -> tuple[FetchResponse.AbortedTransaction, int]:
     obj = allocate(FetchResponse.AbortedTransaction)
-    (obj.producer_id, obj.first_offset) = _S_qq.unpack_from(buf, pos)
+    obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
     return obj, pos
 
@@ -1418,7 +1419,7 @@ def _encode_FetchResponse_v5(w: Writer, obj: FetchResponse) -> None:
 def _decode_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     obj = allocate(FetchResponse)
     obj.node_endpoints = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.session_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.responses, pos = read_array(buf, pos, _decode_FetchResponse_FetchableTopicResponse_v5)
     return obj, pos
@@ -1470,7 +1471,7 @@ def _decode_FetchResponse_FetchableTopicResponse_v11(
 def _decode_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     obj = allocate(FetchResponse)
     obj.node_endpoints = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.session_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.responses, pos = read_array(buf, pos, _decode_FetchResponse_FetchableTopicResponse_v11)
     return obj, pos
@@ -1513,7 +1514,7 @@ def _decode_FetchResponse_AbortedTransaction_v12(
     buf: memoryview, pos: int
 ) -> tuple[FetchResponse.AbortedTransaction, int]:
     obj = allocate(FetchResponse.AbortedTransaction)
-    (obj.producer_id, obj.first_offset) = _S_qq.unpack_from(buf, pos)
+    obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -1523,7 +1524,7 @@ def _decode_FetchResponse_EpochEndOffset_v12(
     buf: memoryview, pos: int
 ) -> tuple[FetchResponse.EpochEndOffset, int]:
     obj = allocate(FetchResponse.EpochEndOffset)
-    (obj.epoch, obj.end_offset) = _S_iq.unpack_from(buf, pos)
+    obj.epoch, obj.end_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -1533,7 +1534,7 @@ def _decode_FetchResponse_LeaderIdAndEpoch_v12(
     buf: memoryview, pos: int
 ) -> tuple[FetchResponse.LeaderIdAndEpoch, int]:
     obj = allocate(FetchResponse.LeaderIdAndEpoch)
-    (obj.leader_id, obj.leader_epoch) = _S_ii.unpack_from(buf, pos)
+    obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -1543,7 +1544,7 @@ def _decode_FetchResponse_SnapshotId_v12(
     buf: memoryview, pos: int
 ) -> tuple[FetchResponse.SnapshotId, int]:
     obj = allocate(FetchResponse.SnapshotId)
-    (obj.end_offset, obj.epoch) = _S_qi.unpack_from(buf, pos)
+    obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -1603,7 +1604,7 @@ def _decode_FetchResponse_FetchableTopicResponse_v12(
 def _decode_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     obj = allocate(FetchResponse)
     obj.node_endpoints = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.session_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.responses, pos = read_compact_array(
         buf,
@@ -1697,7 +1698,7 @@ def _decode_FetchResponse_FetchableTopicResponse_v13(
 def _decode_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     obj = allocate(FetchResponse)
     obj.node_endpoints = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.session_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.responses, pos = read_compact_array(
         buf,
@@ -1740,7 +1741,7 @@ def _decode_FetchResponse_NodeEndpoint_v16(
 
 def _decode_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     obj = allocate(FetchResponse)
-    (obj.throttle_time_ms, obj.error_code, obj.session_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.responses, pos = read_compact_array(
         buf,

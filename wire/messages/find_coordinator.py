@@ -218,7 +218,7 @@ def _decode_FindCoordinatorResponse_v0(
     obj.throttle_time_ms = 0  # not in this version
     obj.error_message = ""  # not in this version
     obj.coordinators = []  # not in this version
-    (obj.error_code, obj.node_id) = _S_hi.unpack_from(buf, pos)
+    obj.error_code, obj.node_id = _S_hi.unpack_from(buf, pos)
     pos += 6
     obj.host, pos = read_string(buf, pos)
     (obj.port,) = _S_i.unpack_from(buf, pos)
@@ -239,7 +239,7 @@ def _decode_FindCoordinatorResponse_v1(
 ) -> tuple[FindCoordinatorResponse, int]:
     obj = allocate(FindCoordinatorResponse)
     obj.coordinators = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_nullable_string(buf, pos)
     (obj.node_id,) = _S_i.unpack_from(buf, pos)
@@ -265,7 +265,7 @@ def _decode_FindCoordinatorResponse_v3(
 ) -> tuple[FindCoordinatorResponse, int]:
     obj = allocate(FindCoordinatorResponse)
     obj.coordinators = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     (obj.node_id,) = _S_i.unpack_from(buf, pos)
@@ -296,7 +296,7 @@ def _decode_FindCoordinatorResponse_Coordinator_v4(
     (obj.node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     obj.host, pos = read_compact_string(buf, pos)
-    (obj.port, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.port, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.error_message, pos = read_compact_nullable_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)

@@ -9,7 +9,6 @@ import struct
 from wire.primitives import (
     Field,
     Message,
-    Struct,
     Writer,
     absent_field_error,
     allocate,
@@ -152,7 +151,7 @@ def _encode_HeartbeatResponse_v0(w: Writer, obj: HeartbeatResponse) -> None:
 
 def _decode_HeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     obj = allocate(HeartbeatResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -163,7 +162,7 @@ def _encode_HeartbeatResponse_v1(w: Writer, obj: HeartbeatResponse) -> None:
 
 def _decode_HeartbeatResponse_v4(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     obj = allocate(HeartbeatResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

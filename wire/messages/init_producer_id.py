@@ -9,7 +9,6 @@ import struct
 from wire.primitives import (
     Field,
     Message,
-    Struct,
     Writer,
     absent_field_error,
     allocate,
@@ -177,7 +176,7 @@ def _decode_InitProducerIdRequest_v3(
     obj.enable_2pc = False  # not in this version
     obj.keep_prepared_txn = False  # not in this version
     obj.transactional_id, pos = read_compact_nullable_string(buf, pos)
-    (obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch) = _S_iqh.unpack_from(buf, pos)
+    obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch = _S_iqh.unpack_from(buf, pos)
     pos += 14
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

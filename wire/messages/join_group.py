@@ -227,7 +227,7 @@ def _decode_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupReq
     obj.group_instance_id = None  # not in this version
     obj.reason = None  # not in this version
     obj.group_id, pos = read_string(buf, pos)
-    (obj.session_timeout_ms, obj.rebalance_timeout_ms) = _S_ii.unpack_from(buf, pos)
+    obj.session_timeout_ms, obj.rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.member_id, pos = read_string(buf, pos)
     obj.protocol_type, pos = read_string(buf, pos)
@@ -249,7 +249,7 @@ def _decode_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupReq
     obj = allocate(JoinGroupRequest)
     obj.reason = None  # not in this version
     obj.group_id, pos = read_string(buf, pos)
-    (obj.session_timeout_ms, obj.rebalance_timeout_ms) = _S_ii.unpack_from(buf, pos)
+    obj.session_timeout_ms, obj.rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.member_id, pos = read_string(buf, pos)
     obj.group_instance_id, pos = read_nullable_string(buf, pos)
@@ -281,7 +281,7 @@ def _decode_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupReq
     obj = allocate(JoinGroupRequest)
     obj.reason = None  # not in this version
     obj.group_id, pos = read_compact_string(buf, pos)
-    (obj.session_timeout_ms, obj.rebalance_timeout_ms) = _S_ii.unpack_from(buf, pos)
+    obj.session_timeout_ms, obj.rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.member_id, pos = read_compact_string(buf, pos)
     obj.group_instance_id, pos = read_compact_nullable_string(buf, pos)
@@ -316,7 +316,7 @@ def _encode_JoinGroupRequest_v6(w: Writer, obj: JoinGroupRequest) -> None:
 def _decode_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     obj = allocate(JoinGroupRequest)
     obj.group_id, pos = read_compact_string(buf, pos)
-    (obj.session_timeout_ms, obj.rebalance_timeout_ms) = _S_ii.unpack_from(buf, pos)
+    obj.session_timeout_ms, obj.rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     obj.member_id, pos = read_compact_string(buf, pos)
     obj.group_instance_id, pos = read_compact_nullable_string(buf, pos)
@@ -357,7 +357,7 @@ def _decode_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     obj.throttle_time_ms = 0  # not in this version
     obj.protocol_type = None  # not in this version
     obj.skip_assignment = False  # not in this version
-    (obj.error_code, obj.generation_id) = _S_hi.unpack_from(buf, pos)
+    obj.error_code, obj.generation_id = _S_hi.unpack_from(buf, pos)
     pos += 6
     obj.protocol_name, pos = read_string(buf, pos)
     obj.leader, pos = read_string(buf, pos)
@@ -389,7 +389,7 @@ def _decode_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     obj = allocate(JoinGroupResponse)
     obj.protocol_type = None  # not in this version
     obj.skip_assignment = False  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.generation_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.protocol_name, pos = read_string(buf, pos)
     obj.leader, pos = read_string(buf, pos)
@@ -424,7 +424,7 @@ def _decode_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     obj = allocate(JoinGroupResponse)
     obj.protocol_type = None  # not in this version
     obj.skip_assignment = False  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.generation_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.protocol_name, pos = read_string(buf, pos)
     obj.leader, pos = read_string(buf, pos)
@@ -468,7 +468,7 @@ def _decode_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     obj = allocate(JoinGroupResponse)
     obj.protocol_type = None  # not in this version
     obj.skip_assignment = False  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.generation_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.protocol_name, pos = read_compact_string(buf, pos)
     obj.leader, pos = read_compact_string(buf, pos)
@@ -507,7 +507,7 @@ def _encode_JoinGroupResponse_v6(w: Writer, obj: JoinGroupResponse) -> None:
 def _decode_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     obj = allocate(JoinGroupResponse)
     obj.skip_assignment = False  # not in this version
-    (obj.throttle_time_ms, obj.error_code, obj.generation_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.protocol_type, pos = read_compact_nullable_string(buf, pos)
     obj.protocol_name, pos = read_compact_nullable_string(buf, pos)
@@ -536,7 +536,7 @@ def _encode_JoinGroupResponse_v7(w: Writer, obj: JoinGroupResponse) -> None:
 
 def _decode_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     obj = allocate(JoinGroupResponse)
-    (obj.throttle_time_ms, obj.error_code, obj.generation_id) = _S_ihi.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code, obj.generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     obj.protocol_type, pos = read_compact_nullable_string(buf, pos)
     obj.protocol_name, pos = read_compact_nullable_string(buf, pos)

@@ -263,7 +263,7 @@ def _encode_LeaveGroupResponse_v0(w: Writer, obj: LeaveGroupResponse) -> None:
 def _decode_LeaveGroupResponse_v1(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     obj = allocate(LeaveGroupResponse)
     obj.members = []  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -287,7 +287,7 @@ def _decode_LeaveGroupResponse_MemberResponse_v3(
 
 def _decode_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     obj = allocate(LeaveGroupResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.members, pos = read_array(buf, pos, _decode_LeaveGroupResponse_MemberResponse_v3)
     return obj, pos
@@ -320,7 +320,7 @@ def _decode_LeaveGroupResponse_MemberResponse_v4(
 
 def _decode_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     obj = allocate(LeaveGroupResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.members, pos = read_compact_array(buf, pos, _decode_LeaveGroupResponse_MemberResponse_v4)
     pos = skip_tagged_fields(buf, pos)

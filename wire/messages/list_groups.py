@@ -195,7 +195,7 @@ def _encode_ListGroupsResponse_v0(w: Writer, obj: ListGroupsResponse) -> None:
 
 def _decode_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     obj = allocate(ListGroupsResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.groups, pos = read_array(buf, pos, _decode_ListGroupsResponse_ListedGroup_v0)
     return obj, pos
@@ -220,7 +220,7 @@ def _decode_ListGroupsResponse_ListedGroup_v3(
 
 def _decode_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     obj = allocate(ListGroupsResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.groups, pos = read_compact_array(buf, pos, _decode_ListGroupsResponse_ListedGroup_v3)
     pos = skip_tagged_fields(buf, pos)
@@ -255,7 +255,7 @@ def _decode_ListGroupsResponse_ListedGroup_v4(
 
 def _decode_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     obj = allocate(ListGroupsResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.groups, pos = read_compact_array(buf, pos, _decode_ListGroupsResponse_ListedGroup_v4)
     pos = skip_tagged_fields(buf, pos)
@@ -291,7 +291,7 @@ def _decode_ListGroupsResponse_ListedGroup_v5(
 
 def _decode_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     obj = allocate(ListGroupsResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.groups, pos = read_compact_array(buf, pos, _decode_ListGroupsResponse_ListedGroup_v5)
     pos = skip_tagged_fields(buf, pos)

@@ -182,7 +182,7 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v1(
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
     obj.current_leader_epoch = -1  # not in this version
     obj.max_num_offsets = 1  # not in this version
-    (obj.partition_index, obj.timestamp) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
     return obj, pos
 
@@ -229,7 +229,7 @@ def _encode_ListOffsetsRequest_v1(w: Writer, obj: ListOffsetsRequest) -> None:
 def _decode_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     obj = allocate(ListOffsetsRequest)
     obj.timeout_ms = 0  # not in this version
-    (obj.replica_id, obj.isolation_level) = _S_ib.unpack_from(buf, pos)
+    obj.replica_id, obj.isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     obj.topics, pos = read_array(buf, pos, _decode_ListOffsetsRequest_ListOffsetsTopic_v1)
     return obj, pos
@@ -245,7 +245,7 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v4(
 ) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
     obj.max_num_offsets = 1  # not in this version
-    (obj.partition_index, obj.current_leader_epoch, obj.timestamp) = _S_iiq.unpack_from(buf, pos)
+    obj.partition_index, obj.current_leader_epoch, obj.timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
     return obj, pos
 
@@ -262,7 +262,7 @@ def _decode_ListOffsetsRequest_ListOffsetsTopic_v4(
 def _decode_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     obj = allocate(ListOffsetsRequest)
     obj.timeout_ms = 0  # not in this version
-    (obj.replica_id, obj.isolation_level) = _S_ib.unpack_from(buf, pos)
+    obj.replica_id, obj.isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     obj.topics, pos = read_array(buf, pos, _decode_ListOffsetsRequest_ListOffsetsTopic_v4)
     return obj, pos
@@ -291,7 +291,7 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v6(
 ) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
     obj.max_num_offsets = 1  # not in this version
-    (obj.partition_index, obj.current_leader_epoch, obj.timestamp) = _S_iiq.unpack_from(buf, pos)
+    obj.partition_index, obj.current_leader_epoch, obj.timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -314,7 +314,7 @@ def _decode_ListOffsetsRequest_ListOffsetsTopic_v6(
 def _decode_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     obj = allocate(ListOffsetsRequest)
     obj.timeout_ms = 0  # not in this version
-    (obj.replica_id, obj.isolation_level) = _S_ib.unpack_from(buf, pos)
+    obj.replica_id, obj.isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     obj.topics, pos = read_compact_array(buf, pos, _decode_ListOffsetsRequest_ListOffsetsTopic_v6)
     pos = skip_tagged_fields(buf, pos)
@@ -344,7 +344,7 @@ def _encode_ListOffsetsRequest_v6(w: Writer, obj: ListOffsetsRequest) -> None:
 
 def _decode_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     obj = allocate(ListOffsetsRequest)
-    (obj.replica_id, obj.isolation_level) = _S_ib.unpack_from(buf, pos)
+    obj.replica_id, obj.isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
     obj.topics, pos = read_compact_array(buf, pos, _decode_ListOffsetsRequest_ListOffsetsTopic_v6)
     (obj.timeout_ms,) = _S_i.unpack_from(buf, pos)
@@ -366,7 +366,7 @@ def _decode_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(
     obj = allocate(ListOffsetsResponse.ListOffsetsPartitionResponse)
     obj.old_style_offsets = []  # not in this version
     obj.leader_epoch = -1  # not in this version
-    (obj.partition_index, obj.error_code, obj.timestamp, obj.offset) = _S_ihqq.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code, obj.timestamp, obj.offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
     return obj, pos
 

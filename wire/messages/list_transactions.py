@@ -194,7 +194,7 @@ def _decode_ListTransactionsResponse_v0(
     buf: memoryview, pos: int
 ) -> tuple[ListTransactionsResponse, int]:
     obj = allocate(ListTransactionsResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.unknown_state_filters, pos = read_compact_array(buf, pos, read_compact_string)
     obj.transaction_states, pos = read_compact_array(

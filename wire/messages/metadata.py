@@ -477,7 +477,7 @@ def _decode_MetadataResponse_MetadataResponsePartition_v0(
     obj = allocate(MetadataResponse.MetadataResponsePartition)
     obj.leader_epoch = -1  # not in this version
     obj.offline_replicas = []  # not in this version
-    (obj.error_code, obj.partition_index, obj.leader_id) = _S_hii.unpack_from(buf, pos)
+    obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
     obj.replica_nodes, pos = read_array(buf, pos, read_int32)
     obj.isr_nodes, pos = read_array(buf, pos, read_int32)
@@ -675,7 +675,7 @@ def _decode_MetadataResponse_MetadataResponsePartition_v5(
 ) -> tuple[MetadataResponse.MetadataResponsePartition, int]:
     obj = allocate(MetadataResponse.MetadataResponsePartition)
     obj.leader_epoch = -1  # not in this version
-    (obj.error_code, obj.partition_index, obj.leader_id) = _S_hii.unpack_from(buf, pos)
+    obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
     obj.replica_nodes, pos = read_array(buf, pos, read_int32)
     obj.isr_nodes, pos = read_array(buf, pos, read_int32)

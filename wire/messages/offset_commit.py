@@ -198,7 +198,7 @@ def _decode_OffsetCommitRequest_OffsetCommitRequestPartition_v2(
     obj = allocate(OffsetCommitRequest.OffsetCommitRequestPartition)
     obj.committed_leader_epoch = -1  # not in this version
     obj.commit_timestamp = -1  # not in this version
-    (obj.partition_index, obj.committed_offset) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     obj.committed_metadata, pos = read_nullable_string(buf, pos)
     return obj, pos
@@ -494,7 +494,7 @@ def _decode_OffsetCommitResponse_OffsetCommitResponsePartition_v2(
     buf: memoryview, pos: int
 ) -> tuple[OffsetCommitResponse.OffsetCommitResponsePartition, int]:
     obj = allocate(OffsetCommitResponse.OffsetCommitResponsePartition)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -562,7 +562,7 @@ def _decode_OffsetCommitResponse_OffsetCommitResponsePartition_v8(
     buf: memoryview, pos: int
 ) -> tuple[OffsetCommitResponse.OffsetCommitResponsePartition, int]:
     obj = allocate(OffsetCommitResponse.OffsetCommitResponsePartition)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

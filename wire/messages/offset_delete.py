@@ -187,7 +187,7 @@ def _decode_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(
     buf: memoryview, pos: int
 ) -> tuple[OffsetDeleteResponse.OffsetDeleteResponsePartition, int]:
     obj = allocate(OffsetDeleteResponse.OffsetDeleteResponsePartition)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -207,7 +207,7 @@ def _decode_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(
 
 def _decode_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
     obj = allocate(OffsetDeleteResponse)
-    (obj.error_code, obj.throttle_time_ms) = _S_hi.unpack_from(buf, pos)
+    obj.error_code, obj.throttle_time_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     obj.topics, pos = read_array(
         buf,

@@ -621,7 +621,7 @@ def _decode_OffsetFetchResponse_OffsetFetchResponsePartition_v1(
 ) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartition, int]:
     obj = allocate(OffsetFetchResponse.OffsetFetchResponsePartition)
     obj.committed_leader_epoch = -1  # not in this version
-    (obj.partition_index, obj.committed_offset) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     obj.metadata, pos = read_nullable_string(buf, pos)
     (obj.error_code,) = _S_h.unpack_from(buf, pos)

@@ -154,7 +154,7 @@ def _decode_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(
     buf: memoryview, pos: int
 ) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     obj = allocate(OffsetForLeaderEpochRequest.OffsetForLeaderPartition)
-    (obj.partition, obj.current_leader_epoch, obj.leader_epoch) = _S_iii.unpack_from(buf, pos)
+    obj.partition, obj.current_leader_epoch, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
     return obj, pos
 
@@ -225,7 +225,7 @@ def _decode_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(
     buf: memoryview, pos: int
 ) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     obj = allocate(OffsetForLeaderEpochRequest.OffsetForLeaderPartition)
-    (obj.partition, obj.current_leader_epoch, obj.leader_epoch) = _S_iii.unpack_from(buf, pos)
+    obj.partition, obj.current_leader_epoch, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -289,12 +289,7 @@ def _decode_OffsetForLeaderEpochResponse_EpochEndOffset_v2(
     buf: memoryview, pos: int
 ) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     obj = allocate(OffsetForLeaderEpochResponse.EpochEndOffset)
-    (
-        obj.error_code,
-        obj.partition,
-        obj.leader_epoch,
-        obj.end_offset,
-    ) = _S_hiiq.unpack_from(buf, pos)
+    obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
     return obj, pos
 
@@ -348,12 +343,7 @@ def _decode_OffsetForLeaderEpochResponse_EpochEndOffset_v4(
     buf: memoryview, pos: int
 ) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     obj = allocate(OffsetForLeaderEpochResponse.EpochEndOffset)
-    (
-        obj.error_code,
-        obj.partition,
-        obj.leader_epoch,
-        obj.end_offset,
-    ) = _S_hiiq.unpack_from(buf, pos)
+    obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

@@ -11,6 +11,7 @@ from wire.primitives import (
     ZERO_UUID,
     Field,
     Message,
+    Records,
     Struct,
     Writer,
     absent_field_error,
@@ -44,31 +45,32 @@ from wire.primitives import (
 # Consecutive fixed-width fields, big-endian (struct format characters; o is bool).
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
+_S_ihq = struct.Struct(">ihq")
 _S_ihqq = struct.Struct(">ihqq")
 _S_ihqqq = struct.Struct(">ihqqq")
 _S_ii = struct.Struct(">ii")
 
 
 class ProduceRequest(Message):
-    """ProduceRequest: api key 0, versions 3-13, flexible from 9."""
+    """ProduceRequest: api key 0, versions 0-13, flexible from 9."""
 
     API_KEY = 0
-    MIN_VERSION = 3
+    MIN_VERSION = 0
     MAX_VERSION = 13
     FIRST_FLEXIBLE_VERSION = 9
 
     class TopicProduceData(Struct):
         __slots__ = ("name", "topic_id", "partition_data")
         FIELDS = (
-            Field("name", "string", range(3, 13), ignorable=True),
+            Field("name", "string", range(0, 13), ignorable=True),
             Field("topic_id", "uuid", range(13, 14), ignorable=True),
-            Field("partition_data", "[]PartitionProduceData", range(3, 14)),
+            Field("partition_data", "[]PartitionProduceData", range(0, 14)),
         )
 
         def __init__(
             self,
             *,
-            name: str = "",  # versions 3-12
+            name: str = "",  # versions 0-12
             topic_id: uuid.UUID = ZERO_UUID,  # versions 13
             partition_data: list[ProduceRequest.PartitionProduceData] | None = None,
         ) -> None:
@@ -79,8 +81,8 @@ class ProduceRequest(Message):
     class PartitionProduceData(Struct):
         __slots__ = ("index", "records")
         FIELDS = (
-            Field("index", "int32", range(3, 14)),
-            Field("records", "records", range(3, 14), nullable_versions=range(3, 14)),
+            Field("index", "int32", range(0, 14)),
+            Field("records", "records", range(0, 14), nullable_versions=range(0, 14)),
         )
 
         def __init__(
@@ -95,15 +97,15 @@ class ProduceRequest(Message):
     __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
     FIELDS = (
         Field("transactional_id", "string", range(3, 14), nullable_versions=range(3, 14)),
-        Field("acks", "int16", range(3, 14)),
-        Field("timeout_ms", "int32", range(3, 14)),
-        Field("topic_data", "[]TopicProduceData", range(3, 14)),
+        Field("acks", "int16", range(0, 14)),
+        Field("timeout_ms", "int32", range(0, 14)),
+        Field("topic_data", "[]TopicProduceData", range(0, 14)),
     )
 
     def __init__(
         self,
         *,
-        transactional_id: str | None = None,
+        transactional_id: str | None = None,  # versions 3+
         acks: int = 0,
         timeout_ms: int = 0,
         topic_data: list[ProduceRequest.TopicProduceData] | None = None,
@@ -115,25 +117,25 @@ class ProduceRequest(Message):
 
 
 class ProduceResponse(Message):
-    """ProduceResponse: api key 0, versions 3-13, flexible from 9."""
+    """ProduceResponse: api key 0, versions 0-13, flexible from 9."""
 
     API_KEY = 0
-    MIN_VERSION = 3
+    MIN_VERSION = 0
     MAX_VERSION = 13
     FIRST_FLEXIBLE_VERSION = 9
 
     class TopicProduceResponse(Struct):
         __slots__ = ("name", "topic_id", "partition_responses")
         FIELDS = (
-            Field("name", "string", range(3, 13), ignorable=True),
+            Field("name", "string", range(0, 13), ignorable=True),
             Field("topic_id", "uuid", range(13, 14), ignorable=True),
-            Field("partition_responses", "[]PartitionProduceResponse", range(3, 14)),
+            Field("partition_responses", "[]PartitionProduceResponse", range(0, 14)),
         )
 
         def __init__(
             self,
             *,
-            name: str = "",  # versions 3-12
+            name: str = "",  # versions 0-12
             topic_id: uuid.UUID = ZERO_UUID,  # versions 13
             partition_responses: list[ProduceResponse.PartitionProduceResponse] | None = None,
         ) -> None:
@@ -153,10 +155,10 @@ class ProduceResponse(Message):
             "current_leader",
         )
         FIELDS = (
-            Field("index", "int32", range(3, 14)),
-            Field("error_code", "int16", range(3, 14)),
-            Field("base_offset", "int64", range(3, 14)),
-            Field("log_append_time_ms", "int64", range(3, 14), ignorable=True),
+            Field("index", "int32", range(0, 14)),
+            Field("error_code", "int16", range(0, 14)),
+            Field("base_offset", "int64", range(0, 14)),
+            Field("log_append_time_ms", "int64", range(2, 14), ignorable=True),
             Field("log_start_offset", "int64", range(5, 14), ignorable=True),
             Field("record_errors", "[]BatchIndexAndErrorMessage", range(8, 14), ignorable=True),
             Field("error_message", "string", range(8, 14), nullable_versions=range(8, 14), ignorable=True),
@@ -169,7 +171,7 @@ class ProduceResponse(Message):
             index: int = 0,
             error_code: int = 0,
             base_offset: int = 0,
-            log_append_time_ms: int = -1,
+            log_append_time_ms: int = -1,  # versions 2+
             log_start_offset: int = -1,  # versions 5+
             record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] | None = None,  # versions 8+
             error_message: str | None = None,  # versions 8+
@@ -240,8 +242,8 @@ class ProduceResponse(Message):
 
     __slots__ = ("responses", "throttle_time_ms", "node_endpoints")
     FIELDS = (
-        Field("responses", "[]TopicProduceResponse", range(3, 14)),
-        Field("throttle_time_ms", "int32", range(3, 14), ignorable=True),
+        Field("responses", "[]TopicProduceResponse", range(0, 14)),
+        Field("throttle_time_ms", "int32", range(1, 14), ignorable=True),
         Field("node_endpoints", "[]NodeEndpoint", range(10, 14), tagged_versions=range(10, 14), tag=0),
     )
 
@@ -249,7 +251,7 @@ class ProduceResponse(Message):
         self,
         *,
         responses: list[ProduceResponse.TopicProduceResponse] | None = None,
-        throttle_time_ms: int = 0,
+        throttle_time_ms: int = 0,  # versions 1+
         node_endpoints: list[ProduceResponse.NodeEndpoint] | None = None,  # versions 10+, tag 0
     ) -> None:
         self.responses = [] if responses is None else responses
@@ -257,7 +259,7 @@ class ProduceResponse(Message):
         self.node_endpoints = [] if node_endpoints is None else node_endpoints
 
 
-def _decode_ProduceRequest_PartitionProduceData_v3(
+def _decode_ProduceRequest_PartitionProduceData_v0(
     buf: memoryview, pos: int
 ) -> tuple[ProduceRequest.PartitionProduceData, int]:
     obj = allocate(ProduceRequest.PartitionProduceData)
@@ -267,43 +269,59 @@ def _decode_ProduceRequest_PartitionProduceData_v3(
     return obj, pos
 
 
-def _decode_ProduceRequest_TopicProduceData_v3(
+def _decode_ProduceRequest_TopicProduceData_v0(
     buf: memoryview, pos: int
 ) -> tuple[ProduceRequest.TopicProduceData, int]:
     obj = allocate(ProduceRequest.TopicProduceData)
     obj.topic_id = ZERO_UUID  # not in this version
     obj.name, pos = read_string(buf, pos)
-    obj.partition_data, pos = read_array(buf, pos, _decode_ProduceRequest_PartitionProduceData_v3)
+    obj.partition_data, pos = read_array(buf, pos, _decode_ProduceRequest_PartitionProduceData_v0)
     return obj, pos
 
 
-def _decode_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+def _decode_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     obj = allocate(ProduceRequest)
-    obj.transactional_id, pos = read_nullable_string(buf, pos)
-    (obj.acks, obj.timeout_ms) = _S_hi.unpack_from(buf, pos)
+    obj.transactional_id = None  # not in this version
+    obj.acks, obj.timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
-    obj.topic_data, pos = read_array(buf, pos, _decode_ProduceRequest_TopicProduceData_v3)
+    obj.topic_data, pos = read_array(buf, pos, _decode_ProduceRequest_TopicProduceData_v0)
     return obj, pos
 
 
-def _encode_ProduceRequest_PartitionProduceData_v3(
+def _encode_ProduceRequest_PartitionProduceData_v0(
     w: Writer, obj: ProduceRequest.PartitionProduceData
 ) -> None:
     w += _S_i.pack(obj.index)
     write_nullable_records(w, obj.records)
 
 
-def _encode_ProduceRequest_TopicProduceData_v3(
+def _encode_ProduceRequest_TopicProduceData_v0(
     w: Writer, obj: ProduceRequest.TopicProduceData
 ) -> None:
     write_string(w, obj.name)
-    write_array(w, obj.partition_data, _encode_ProduceRequest_PartitionProduceData_v3)
+    write_array(w, obj.partition_data, _encode_ProduceRequest_PartitionProduceData_v0)
+
+
+def _encode_ProduceRequest_v0(w: Writer, obj: ProduceRequest) -> None:
+    if obj.transactional_id is not None:
+        raise absent_field_error("ProduceRequest.transactional_id", obj.transactional_id, "3+")
+    w += _S_hi.pack(obj.acks, obj.timeout_ms)
+    write_array(w, obj.topic_data, _encode_ProduceRequest_TopicProduceData_v0)
+
+
+def _decode_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    obj = allocate(ProduceRequest)
+    obj.transactional_id, pos = read_nullable_string(buf, pos)
+    obj.acks, obj.timeout_ms = _S_hi.unpack_from(buf, pos)
+    pos += 6
+    obj.topic_data, pos = read_array(buf, pos, _decode_ProduceRequest_TopicProduceData_v0)
+    return obj, pos
 
 
 def _encode_ProduceRequest_v3(w: Writer, obj: ProduceRequest) -> None:
     write_nullable_string(w, obj.transactional_id)
     w += _S_hi.pack(obj.acks, obj.timeout_ms)
-    write_array(w, obj.topic_data, _encode_ProduceRequest_TopicProduceData_v3)
+    write_array(w, obj.topic_data, _encode_ProduceRequest_TopicProduceData_v0)
 
 
 def _decode_ProduceRequest_PartitionProduceData_v9(
@@ -335,7 +353,7 @@ def _decode_ProduceRequest_TopicProduceData_v9(
 def _decode_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     obj = allocate(ProduceRequest)
     obj.transactional_id, pos = read_compact_nullable_string(buf, pos)
-    (obj.acks, obj.timeout_ms) = _S_hi.unpack_from(buf, pos)
+    obj.acks, obj.timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     obj.topic_data, pos = read_compact_array(buf, pos, _decode_ProduceRequest_TopicProduceData_v9)
     pos = skip_tagged_fields(buf, pos)
@@ -383,7 +401,7 @@ def _decode_ProduceRequest_TopicProduceData_v13(
 def _decode_ProduceRequest_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     obj = allocate(ProduceRequest)
     obj.transactional_id, pos = read_compact_nullable_string(buf, pos)
-    (obj.acks, obj.timeout_ms) = _S_hi.unpack_from(buf, pos)
+    obj.acks, obj.timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     obj.topic_data, pos = read_compact_array(buf, pos, _decode_ProduceRequest_TopicProduceData_v13)
     pos = skip_tagged_fields(buf, pos)
@@ -405,7 +423,80 @@ def _encode_ProduceRequest_v13(w: Writer, obj: ProduceRequest) -> None:
     w.append(0)  # no tagged fields
 
 
-def _decode_ProduceResponse_PartitionProduceResponse_v3(
+def _decode_ProduceResponse_PartitionProduceResponse_v0(
+    buf: memoryview, pos: int
+) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
+    obj = allocate(ProduceResponse.PartitionProduceResponse)
+    obj.log_append_time_ms = -1  # not in this version
+    obj.log_start_offset = -1  # not in this version
+    obj.record_errors = []  # not in this version
+    obj.error_message = None  # not in this version
+    obj.current_leader = ProduceResponse.LeaderIdAndEpoch()  # not in this version
+    obj.index, obj.error_code, obj.base_offset = _S_ihq.unpack_from(buf, pos)
+    pos += 14
+    return obj, pos
+
+
+def _decode_ProduceResponse_TopicProduceResponse_v0(
+    buf: memoryview, pos: int
+) -> tuple[ProduceResponse.TopicProduceResponse, int]:
+    obj = allocate(ProduceResponse.TopicProduceResponse)
+    obj.topic_id = ZERO_UUID  # not in this version
+    obj.name, pos = read_string(buf, pos)
+    obj.partition_responses, pos = read_array(
+        buf,
+        pos,
+        _decode_ProduceResponse_PartitionProduceResponse_v0,
+    )
+    return obj, pos
+
+
+def _decode_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    obj = allocate(ProduceResponse)
+    obj.throttle_time_ms = 0  # not in this version
+    obj.node_endpoints = []  # not in this version
+    obj.responses, pos = read_array(buf, pos, _decode_ProduceResponse_TopicProduceResponse_v0)
+    return obj, pos
+
+
+def _encode_ProduceResponse_PartitionProduceResponse_v0(
+    w: Writer, obj: ProduceResponse.PartitionProduceResponse
+) -> None:
+    w += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
+    if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
+        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+
+
+def _encode_ProduceResponse_TopicProduceResponse_v0(
+    w: Writer, obj: ProduceResponse.TopicProduceResponse
+) -> None:
+    write_string(w, obj.name)
+    write_array(w, obj.partition_responses, _encode_ProduceResponse_PartitionProduceResponse_v0)
+
+
+def _encode_ProduceResponse_v0(w: Writer, obj: ProduceResponse) -> None:
+    write_array(w, obj.responses, _encode_ProduceResponse_TopicProduceResponse_v0)
+    if obj.node_endpoints:
+        raise absent_field_error("ProduceResponse.node_endpoints", obj.node_endpoints, "10+")
+
+
+def _decode_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    obj = allocate(ProduceResponse)
+    obj.node_endpoints = []  # not in this version
+    obj.responses, pos = read_array(buf, pos, _decode_ProduceResponse_TopicProduceResponse_v0)
+    (obj.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return obj, pos
+
+
+def _encode_ProduceResponse_v1(w: Writer, obj: ProduceResponse) -> None:
+    write_array(w, obj.responses, _encode_ProduceResponse_TopicProduceResponse_v0)
+    w += _S_i.pack(obj.throttle_time_ms)
+    if obj.node_endpoints:
+        raise absent_field_error("ProduceResponse.node_endpoints", obj.node_endpoints, "10+")
+
+
+def _decode_ProduceResponse_PartitionProduceResponse_v2(
     buf: memoryview, pos: int
 ) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
     obj = allocate(ProduceResponse.PartitionProduceResponse)
@@ -423,7 +514,7 @@ def _decode_ProduceResponse_PartitionProduceResponse_v3(
     return obj, pos
 
 
-def _decode_ProduceResponse_TopicProduceResponse_v3(
+def _decode_ProduceResponse_TopicProduceResponse_v2(
     buf: memoryview, pos: int
 ) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     obj = allocate(ProduceResponse.TopicProduceResponse)
@@ -432,21 +523,21 @@ def _decode_ProduceResponse_TopicProduceResponse_v3(
     obj.partition_responses, pos = read_array(
         buf,
         pos,
-        _decode_ProduceResponse_PartitionProduceResponse_v3,
+        _decode_ProduceResponse_PartitionProduceResponse_v2,
     )
     return obj, pos
 
 
-def _decode_ProduceResponse_v3(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+def _decode_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     obj = allocate(ProduceResponse)
     obj.node_endpoints = []  # not in this version
-    obj.responses, pos = read_array(buf, pos, _decode_ProduceResponse_TopicProduceResponse_v3)
+    obj.responses, pos = read_array(buf, pos, _decode_ProduceResponse_TopicProduceResponse_v2)
     (obj.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return obj, pos
 
 
-def _encode_ProduceResponse_PartitionProduceResponse_v3(
+def _encode_ProduceResponse_PartitionProduceResponse_v2(
     w: Writer, obj: ProduceResponse.PartitionProduceResponse
 ) -> None:
     w += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
@@ -454,15 +545,15 @@ def _encode_ProduceResponse_PartitionProduceResponse_v3(
         raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
 
 
-def _encode_ProduceResponse_TopicProduceResponse_v3(
+def _encode_ProduceResponse_TopicProduceResponse_v2(
     w: Writer, obj: ProduceResponse.TopicProduceResponse
 ) -> None:
     write_string(w, obj.name)
-    write_array(w, obj.partition_responses, _encode_ProduceResponse_PartitionProduceResponse_v3)
+    write_array(w, obj.partition_responses, _encode_ProduceResponse_PartitionProduceResponse_v2)
 
 
-def _encode_ProduceResponse_v3(w: Writer, obj: ProduceResponse) -> None:
-    write_array(w, obj.responses, _encode_ProduceResponse_TopicProduceResponse_v3)
+def _encode_ProduceResponse_v2(w: Writer, obj: ProduceResponse) -> None:
+    write_array(w, obj.responses, _encode_ProduceResponse_TopicProduceResponse_v2)
     w += _S_i.pack(obj.throttle_time_ms)
     if obj.node_endpoints:
         raise absent_field_error("ProduceResponse.node_endpoints", obj.node_endpoints, "10+")
@@ -741,7 +832,7 @@ def _decode_ProduceResponse_LeaderIdAndEpoch_v10(
     buf: memoryview, pos: int
 ) -> tuple[ProduceResponse.LeaderIdAndEpoch, int]:
     obj = allocate(ProduceResponse.LeaderIdAndEpoch)
-    (obj.leader_id, obj.leader_epoch) = _S_ii.unpack_from(buf, pos)
+    obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -953,6 +1044,9 @@ def _encode_ProduceResponse_v13(w: Writer, obj: ProduceResponse) -> None:
 
 
 ProduceRequest._decoders = {
+    0: _decode_ProduceRequest_v0,
+    1: _decode_ProduceRequest_v0,
+    2: _decode_ProduceRequest_v0,
     3: _decode_ProduceRequest_v3,
     4: _decode_ProduceRequest_v3,
     5: _decode_ProduceRequest_v3,
@@ -966,6 +1060,9 @@ ProduceRequest._decoders = {
     13: _decode_ProduceRequest_v13,
 }
 ProduceRequest._encoders = {
+    0: _encode_ProduceRequest_v0,
+    1: _encode_ProduceRequest_v0,
+    2: _encode_ProduceRequest_v0,
     3: _encode_ProduceRequest_v3,
     4: _encode_ProduceRequest_v3,
     5: _encode_ProduceRequest_v3,
@@ -979,8 +1076,11 @@ ProduceRequest._encoders = {
     13: _encode_ProduceRequest_v13,
 }
 ProduceResponse._decoders = {
-    3: _decode_ProduceResponse_v3,
-    4: _decode_ProduceResponse_v3,
+    0: _decode_ProduceResponse_v0,
+    1: _decode_ProduceResponse_v1,
+    2: _decode_ProduceResponse_v2,
+    3: _decode_ProduceResponse_v2,
+    4: _decode_ProduceResponse_v2,
     5: _decode_ProduceResponse_v5,
     6: _decode_ProduceResponse_v5,
     7: _decode_ProduceResponse_v5,
@@ -992,8 +1092,11 @@ ProduceResponse._decoders = {
     13: _decode_ProduceResponse_v13,
 }
 ProduceResponse._encoders = {
-    3: _encode_ProduceResponse_v3,
-    4: _encode_ProduceResponse_v3,
+    0: _encode_ProduceResponse_v0,
+    1: _encode_ProduceResponse_v1,
+    2: _encode_ProduceResponse_v2,
+    3: _encode_ProduceResponse_v2,
+    4: _encode_ProduceResponse_v2,
     5: _encode_ProduceResponse_v5,
     6: _encode_ProduceResponse_v5,
     7: _encode_ProduceResponse_v5,

@@ -9,7 +9,6 @@ import struct
 from wire.primitives import (
     Field,
     Message,
-    Struct,
     Writer,
     allocate,
     read_bytes,

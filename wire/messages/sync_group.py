@@ -295,7 +295,7 @@ def _decode_SyncGroupResponse_v1(buf: memoryview, pos: int) -> tuple[SyncGroupRe
     obj = allocate(SyncGroupResponse)
     obj.protocol_type = None  # not in this version
     obj.protocol_name = None  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.assignment, pos = read_bytes(buf, pos)
     return obj, pos
@@ -310,7 +310,7 @@ def _decode_SyncGroupResponse_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRe
     obj = allocate(SyncGroupResponse)
     obj.protocol_type = None  # not in this version
     obj.protocol_name = None  # not in this version
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.assignment, pos = read_compact_bytes(buf, pos)
     pos = skip_tagged_fields(buf, pos)
@@ -325,7 +325,7 @@ def _encode_SyncGroupResponse_v4(w: Writer, obj: SyncGroupResponse) -> None:
 
 def _decode_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     obj = allocate(SyncGroupResponse)
-    (obj.throttle_time_ms, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj.protocol_type, pos = read_compact_nullable_string(buf, pos)
     obj.protocol_name, pos = read_compact_nullable_string(buf, pos)

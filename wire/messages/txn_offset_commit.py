@@ -192,7 +192,7 @@ def _decode_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(
 ) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, int]:
     obj = allocate(TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition)
     obj.committed_leader_epoch = -1  # not in this version
-    (obj.partition_index, obj.committed_offset) = _S_iq.unpack_from(buf, pos)
+    obj.partition_index, obj.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     obj.committed_metadata, pos = read_nullable_string(buf, pos)
     return obj, pos
@@ -220,7 +220,7 @@ def _decode_TxnOffsetCommitRequest_v0(
     obj.group_instance_id = None  # not in this version
     obj.transactional_id, pos = read_string(buf, pos)
     obj.group_id, pos = read_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.topics, pos = read_array(
         buf,
@@ -297,7 +297,7 @@ def _decode_TxnOffsetCommitRequest_v2(
     obj.group_instance_id = None  # not in this version
     obj.transactional_id, pos = read_string(buf, pos)
     obj.group_id, pos = read_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch) = _S_qh.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     obj.topics, pos = read_array(
         buf,
@@ -373,7 +373,7 @@ def _decode_TxnOffsetCommitRequest_v3(
     obj = allocate(TxnOffsetCommitRequest)
     obj.transactional_id, pos = read_compact_string(buf, pos)
     obj.group_id, pos = read_compact_string(buf, pos)
-    (obj.producer_id, obj.producer_epoch, obj.generation_id) = _S_qhi.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.generation_id = _S_qhi.unpack_from(buf, pos)
     pos += 14
     obj.member_id, pos = read_compact_string(buf, pos)
     obj.group_instance_id, pos = read_compact_nullable_string(buf, pos)
@@ -424,7 +424,7 @@ def _decode_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(
     buf: memoryview, pos: int
 ) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
     obj = allocate(TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     return obj, pos
 
@@ -482,7 +482,7 @@ def _decode_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(
     buf: memoryview, pos: int
 ) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
     obj = allocate(TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos

@@ -185,7 +185,7 @@ def _decode_WriteTxnMarkersRequest_WritableTxnMarker_v1(
 ) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
     obj = allocate(WriteTxnMarkersRequest.WritableTxnMarker)
     obj.transaction_version = 0  # not in this version
-    (obj.producer_id, obj.producer_epoch, obj.transaction_result) = _S_qho.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.transaction_result = _S_qho.unpack_from(buf, pos)
     pos += 11
     obj.topics, pos = read_compact_array(
         buf,
@@ -237,14 +237,14 @@ def _decode_WriteTxnMarkersRequest_WritableTxnMarker_v2(
     buf: memoryview, pos: int
 ) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
     obj = allocate(WriteTxnMarkersRequest.WritableTxnMarker)
-    (obj.producer_id, obj.producer_epoch, obj.transaction_result) = _S_qho.unpack_from(buf, pos)
+    obj.producer_id, obj.producer_epoch, obj.transaction_result = _S_qho.unpack_from(buf, pos)
     pos += 11
     obj.topics, pos = read_compact_array(
         buf,
         pos,
         _decode_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1,
     )
-    (obj.coordinator_epoch, obj.transaction_version) = _S_ib.unpack_from(buf, pos)
+    obj.coordinator_epoch, obj.transaction_version = _S_ib.unpack_from(buf, pos)
     pos += 5
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
@@ -281,7 +281,7 @@ def _decode_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(
     buf: memoryview, pos: int
 ) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, int]:
     obj = allocate(WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult)
-    (obj.partition_index, obj.error_code) = _S_ih.unpack_from(buf, pos)
+    obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
     return obj, pos
