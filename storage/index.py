@@ -20,6 +20,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
+from array import array
+from bisect import bisect_right
 from pathlib import Path
 
 INT32_MAX = 2**31 - 1
@@ -133,36 +136,12 @@ class _MappedIndex:
             self._mmap.close()
             self._mmap = None
 
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
-
-    def delete(self) -> None:
-        self.close_handler()
-        self.path.unlink(missing_ok=True)
-
     def _check_length(self) -> None:
         if self.length % self.entry_size != 0:
             raise CorruptIndexError(
                 f"index file {self.path} is corrupt: its {self.length} bytes are not a multiple "
                 f"of the {self.entry_size}-byte entry size"
             )
-
-    def _largest_lower_bound(self, target: int, key: int) -> int:
-        """The slot of the last entry whose field ``key`` is <= target, or -1 if none is."""
-        lo, hi = 0, self.entries - 1
-        if hi < 0 or self._field(0, key) > target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if self._field(mid, key) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def _field(self, slot: int, key: int) -> int:
-        raise NotImplementedError
 
 
 class OffsetIndex(_MappedIndex):
@@ -173,13 +152,21 @@ class OffsetIndex(_MappedIndex):
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         super().__init__(path, base_offset, max_index_bytes)
         self.last_offset = self._last_entry()[0]
+        # Lookups bisect in-memory copies of the two columns, decoded on first use.
+        self._relative_offsets: array[int] | None = None
+        self._positions: array[int] | None = None
+
+    def _columns(self) -> tuple[array[int], array[int]]:
+        if self._relative_offsets is None or self._positions is None:
+            flat = array("i", self._mmap[: self.entries * 8] if self._mmap is not None else b"")
+            if sys.byteorder == "little":
+                flat.byteswap()
+            self._relative_offsets, self._positions = flat[0::2], flat[1::2]
+        return self._relative_offsets, self._positions
 
     def _entry(self, slot: int) -> tuple[int, int]:
         relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
         return self.base_offset + relative, position
-
-    def _field(self, slot: int, key: int) -> int:
-        return _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)[key]  # type: ignore[arg-type]
 
     def _last_entry(self) -> tuple[int, int]:
         return self._entry(self.entries - 1) if self.entries else (self.base_offset, 0)
@@ -192,13 +179,15 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry at or below ``offset``; (base_offset, 0) if none."""
-        slot = self._largest_lower_bound(offset - self.base_offset, 0)
-        return self._entry(slot) if slot >= 0 else (self.base_offset, 0)
+        relative_offsets, positions = self._columns()
+        slot = bisect_right(relative_offsets, offset - self.base_offset) - 1
+        return (self.base_offset + relative_offsets[slot], positions[slot]) if slot >= 0 else (self.base_offset, 0)
 
     def lookup_position(self, position: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry at or below byte ``position``; (base_offset, 0) if none."""
-        slot = self._largest_lower_bound(position, 1)
-        return self._entry(slot) if slot >= 0 else (self.base_offset, 0)
+        relative_offsets, positions = self._columns()
+        slot = bisect_right(positions, position) - 1
+        return (self.base_offset + relative_offsets[slot], positions[slot]) if slot >= 0 else (self.base_offset, 0)
 
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
@@ -208,17 +197,30 @@ class OffsetIndex(_MappedIndex):
                 f"attempt to append offset {offset} to index {self.path} at or below its last "
                 f"offset {self.last_offset}"
             )
-        _OFFSET_ENTRY.pack_into(self._mmap, self.entries * 8, self._relative_offset(offset), position)  # type: ignore[arg-type]
+        relative = self._relative_offset(offset)
+        _OFFSET_ENTRY.pack_into(self._mmap, self.entries * 8, relative, position)  # type: ignore[arg-type]
         self.entries += 1
         self.last_offset = offset
+        if self._relative_offsets is not None and self._positions is not None:
+            self._relative_offsets.append(relative)
+            self._positions.append(position)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry for ``offset`` and above."""
-        self._truncate_to_entries(self._largest_lower_bound(offset - self.base_offset - 1, 0) + 1)
+        self._truncate_to_entries(bisect_right(self._columns()[0], offset - self.base_offset - 1))
 
     def _truncate_to_entries(self, entries: int) -> None:
         self.entries = entries
         self.last_offset = self._last_entry()[0]
+        if self._relative_offsets is not None and self._positions is not None:
+            del self._relative_offsets[entries:]
+            del self._positions[entries:]
+
+    def resize(self, new_size: int) -> bool:
+        resized = super().resize(new_size)
+        if resized and self._relative_offsets is not None and len(self._relative_offsets) != self.entries:
+            self._relative_offsets = self._positions = None
+        return resized
 
     def sanity_check(self, log_size: int) -> None:
         """Raise ``CorruptIndexError`` unless the index is plausible for a log of ``log_size`` bytes."""
@@ -259,6 +261,19 @@ class TimeIndex(_MappedIndex):
 
     def _field(self, slot: int, key: int) -> int:
         return _TIME_ENTRY.unpack_from(self._mmap, slot * 12)[key]  # type: ignore[arg-type]
+
+    def _largest_lower_bound(self, target: int, key: int) -> int:
+        """The slot of the last entry whose field ``key`` is <= target, or -1 if none is."""
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or self._field(0, key) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self._field(mid, key) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def _last_entry_from_file(self) -> tuple[int, int]:
         return self._entry(self.entries - 1) if self.entries else (NO_TIMESTAMP, self.base_offset)

@@ -27,7 +27,6 @@ import enum
 import logging
 import os
 import random
-import shutil
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -46,6 +45,7 @@ from wire.chunks import FileSlice
 from wire.errors import ErrorCode, KafkaError
 from wire.records import (
     LOG_OVERHEAD,
+    BatchHeader,
     RecordBatch,
     iter_batches,
     set_base_offset,
@@ -246,50 +246,48 @@ class Log:
         batches = self._analyze(records, from_client=from_client, check_size=True, now_ms=now)
         if not batches:
             return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
-        if len(records) > config.segment_bytes:
-            raise KafkaError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"Message batch size is {len(records)} bytes in append to partition "
-                f"{self.topic}-{self.partition}, which exceeds the maximum configured segment size "
-                f"of {config.segment_bytes}.",
-            )
+        self._check_set_size(len(records))
         append_time = now if config.log_append_time else None
 
         producer_state = self.producer_state
         producer_state.begin_append()
         try:
-            offsets: list[tuple[int, int]] = []
-            next_offset = self._log_end_offset
-            for batch in batches:
+            appended: list[AppendedBatch] = []
+            next_offset = first_offset = self._log_end_offset
+            for batch, header in batches:
                 duplicate = producer_state.check(batch)
                 if duplicate is not None and from_client:
                     producer_state.abort_append()
                     return self._duplicate_info(batch, duplicate)
-                first_offset, last_offset = next_offset, next_offset + batch.last_offset_delta
-                producer_state.record(batch, first_offset, last_offset, append_time_ms=append_time)
-                offsets.append((first_offset, last_offset))
+                last_offset = next_offset + header.last_offset_delta
+                producer_state.record(batch, next_offset, last_offset, append_time_ms=append_time)
+                appended.append(AppendedBatch(
+                    LOG_OVERHEAD + header.batch_length,
+                    last_offset,
+                    header.max_timestamp if append_time is None else append_time,
+                ))
                 next_offset = last_offset + 1
-
-            appended: list[AppendedBatch] = []
-            for batch, (first_offset, last_offset) in zip(batches, offsets):
+            # Everything is accepted: only now patch the batches.
+            next_offset = first_offset
+            for (batch, header), summary in zip(batches, appended):
                 position = batch.position
-                set_base_offset(records, position, first_offset)
+                set_base_offset(records, position, next_offset)
                 set_partition_leader_epoch(records, position, leader_epoch)
                 if append_time is not None:
                     set_log_append_time(records, position, append_time)
-                appended.append(AppendedBatch(batch.size, last_offset, batch.max_timestamp))
+                next_offset = summary.last_offset + 1
             self._write(records, appended, now)
         except BaseException:
             producer_state.abort_append()
             raise
         producer_state.commit_append()
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, offsets[0][0])
-        record_count = sum(batch.record_count for batch in batches)
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        record_count = sum(header.record_count for _, header in batches)
         self._after_append(record_count, now)
         return AppendInfo(
-            first_offset=offsets[0][0],
-            last_offset=offsets[-1][1],
+            first_offset=first_offset,
+            last_offset=appended[-1].last_offset,
             log_append_time=-1 if append_time is None else append_time,
             log_start_offset=self.log_start_offset,
             record_count=record_count,
@@ -304,49 +302,50 @@ class Log:
         batches = self._analyze(records, from_client=False, check_size=False, now_ms=now)
         if not batches:
             return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
+        appended: list[AppendedBatch] = []
         previous_last_offset = self._log_end_offset - 1
-        for batch in batches:
-            if batch.base_offset <= previous_last_offset:
+        for _, header in batches:
+            if header.base_offset <= previous_last_offset:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_SERVER_ERROR,
-                    f"replicated batch at offset {batch.base_offset} does not follow offset "
+                    f"replicated batch at offset {header.base_offset} does not follow offset "
                     f"{previous_last_offset} in {self.topic}-{self.partition}",
                 )
-            previous_last_offset = batch.last_offset
-        if len(records) > self.config.segment_bytes:
-            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE, f"{len(records)} bytes exceed the segment size")
+            previous_last_offset = header.base_offset + header.last_offset_delta
+            appended.append(AppendedBatch(LOG_OVERHEAD + header.batch_length, previous_last_offset, header.max_timestamp))
+        self._check_set_size(len(records))
         producer_state = self.producer_state
         producer_state.begin_append()
         try:
-            for batch in batches:
-                producer_state.record(batch, batch.base_offset, batch.last_offset)
-            appended = [AppendedBatch(b.size, b.last_offset, b.max_timestamp) for b in batches]
-            self._write(records, appended, now, first_offset=batches[0].base_offset)
+            for (batch, header), summary in zip(batches, appended):
+                producer_state.record(batch, header.base_offset, summary.last_offset)
+            self._write(records, appended, now, first_offset=batches[0][1].base_offset)
         except BaseException:
             producer_state.abort_append()
             raise
         producer_state.commit_append()
-        for batch in batches:
-            if batch.partition_leader_epoch >= 0:
-                self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-        record_count = sum(batch.record_count for batch in batches)
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        record_count = sum(header.record_count for _, header in batches)
         self._after_append(record_count, now)
-        return AppendInfo(batches[0].base_offset, batches[-1].last_offset, -1, self.log_start_offset, record_count)
+        return AppendInfo(batches[0][1].base_offset, appended[-1].last_offset, -1, self.log_start_offset, record_count)
 
     def _analyze(
         self, records: bytearray | memoryview | bytes, *, from_client: bool, check_size: bool, now_ms: int
-    ) -> list[RecordBatch]:
-        """Every batch of the request, validated from its header and CRC (records stay undecoded)."""
+    ) -> list[tuple[RecordBatch, BatchHeader]]:
+        """Every batch of the request with its header, validated from the header and CRC (records
+        stay undecoded)."""
         config = self.config
         batches = []
         for batch in iter_batches(records):
             header = batch.header()
-            size = LOG_OVERHEAD + header.batch_length
-            if check_size and size > config.max_message_bytes:
+            if check_size and LOG_OVERHEAD + header.batch_length > config.max_message_bytes:
                 raise KafkaError(
                     ErrorCode.MESSAGE_TOO_LARGE,
-                    f"The record batch size in the append to {self.topic}-{self.partition} is {size} "
-                    f"bytes which exceeds the maximum configured value of {config.max_message_bytes}.",
+                    f"The record batch size in the append to {self.topic}-{self.partition} is "
+                    f"{LOG_OVERHEAD + header.batch_length} bytes which exceeds the maximum configured "
+                    f"value of {config.max_message_bytes}.",
                 )
             batch.validate(from_client=from_client)
             if from_client:
@@ -358,8 +357,16 @@ class Log:
                     )
                 if not config.log_append_time:
                     self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
-            batches.append(batch)
+            batches.append((batch, header))
         return batches
+
+    def _check_set_size(self, size: int) -> None:
+        if size > self.config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"Message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, "
+                f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.",
+            )
 
     def _check_timestamps(self, base_timestamp: int, max_timestamp: int, now_ms: int) -> None:
         """``message.timestamp.before/after.max.ms``, judged from the batch header's timestamps."""
@@ -457,8 +464,9 @@ class Log:
         self._segments.append(segment)
         self._base_offsets.append(new_base)
         self.producer_state.take_snapshot(new_base)
-        self._flush_segments(self._segments[:-1], now)
-        self.recovery_point = max(self.recovery_point, new_base)
+        if self.recovery_point < new_base:
+            self._flush_segments(self._segments[self._segment_index(self.recovery_point):-1], now)
+            self.recovery_point = new_base
         active.release_indexes()
         return segment
 

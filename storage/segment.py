@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from storage import files
 from storage.config import LogConfig
-from storage.index import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from wire.chunks import FileSlice
 from wire.errors import ErrorCode, KafkaError
 from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, BatchScan, RecordBatch, TimestampType
@@ -95,7 +95,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry = 0
         if self.size == 0:  # a new (or empty) segment gets its index files right away
-            self.offset_index, self.time_index
+            _ = self.offset_index, self.time_index
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path})"
@@ -477,8 +477,9 @@ class LogSegment:
         """Record the final max timestamp, trim the indexes and close every file."""
         if self.file.closed:
             return
-        if self._max_timestamp_and_offset is not None and self._max_timestamp_and_offset[0] != NO_TIMESTAMP:
-            self.time_index.maybe_append(*self._max_timestamp_and_offset, skip_full_check=True)
+        # An inactive segment got its final time index entry when it stopped being active.
+        if self._time_index is not None and self.max_timestamp != NO_TIMESTAMP:
+            self._time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.release_indexes()
         self.file.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 from storage.config import LogConfig
 from storage.segment import AppendedBatch, LogSegment
