@@ -318,10 +318,11 @@ def import_order(name: str) -> tuple[int, str]:
 
 
 def describe_versions(versions: range, message_versions: range) -> str:
+    """Versions as the specs write them: "3-12", "5", or "13+" when they reach the newest version."""
     if not versions:
         return "none"
     last = versions.stop - 1
-    if last >= message_versions.stop - 1 and versions.start != last:
+    if last >= message_versions.stop - 1:
         return f"{versions.start}+"
     if versions.start == last:
         return str(last)
@@ -388,8 +389,7 @@ class ModuleWriter:
         if t == "uuid":
             if d:
                 raise SpecError(f"uuid default {d!r} for {f.name} is not supported")
-            self.helpers.add("ZERO_UUID")
-            return "ZERO_UUID"
+            return self.helper("ZERO_UUID")
         if t == "string":
             return "None" if d == "null" else py_str(d)
         if t == "bytes":
@@ -408,8 +408,7 @@ class ModuleWriter:
         if not self.is_mutable_default(f):
             return self.default_value(message, f)
         if f.nullable:
-            self.helpers.add("UNSET")
-            return "UNSET"
+            return self.helper("UNSET")
         return "None"
 
     def non_default_check(self, message: MessageSpec, f: FieldSpec, expr: str) -> str:
@@ -497,7 +496,7 @@ class ModuleWriter:
         return lines
 
     def field_info(self, message: MessageSpec, f: FieldSpec) -> str:
-        self.helpers.add("Field")
+        self.helper("Field")
         args = [py_str(f.attr), py_str(f.type), self.range_source(f.versions)]
         if f.nullable:
             args.append(f"nullable_versions={self.range_source(f.nullable)}")
@@ -643,7 +642,8 @@ class ModuleWriter:
                     where = f"{cls}.{f.attr}"
                     present = describe_versions(f.versions, message.versions)
                     body.extend(self.if_lines("    ", check))
-                    body.append(f'        raise {error}("{where}", obj.{f.attr}, "{present}")')
+                    arguments = [py_str(where), f"obj.{f.attr}", py_str(present)]
+                    body.extend(wrap_call("        ", f"raise {error}", arguments))
                 continue
             if version in f.tagged:
                 tagged.append(f)
@@ -665,9 +665,8 @@ class ModuleWriter:
                     value = f"obj.{f.attr}"
                     arguments = self.tagged_value_arguments(message, f, version, value)
                     body.extend(self.if_lines("    ", self.non_default_check(message, f, value)))
-                    body.extend(
-                        wrap_call("        ", "tagged.append", [f"({f.tag}, {self.helper('tagged_value')}({arguments}))"])
-                    )
+                    head = f"tagged.append(({f.tag}, {self.helper('tagged_value')}"
+                    body.extend(wrap_call("        ", head, arguments, "))"))
                 body.append(f"    {self.helper('write_tagged_fields')}(w, tagged)")
             else:
                 body.append("    w.append(0)  # no tagged fields")
@@ -681,8 +680,13 @@ class ModuleWriter:
         line = f"{indent}if {condition}:"
         if len(line) <= width or " or " not in condition:
             return [line]
-        parts = condition.split(" or ")
-        return [f"{indent}if (", f"{indent}    {parts[0]}", *(f"{indent}    or {p}" for p in parts[1:]), f"{indent}):"]
+        first, *others = condition.split(" or ")
+        return [
+            f"{indent}if (",
+            f"{indent}    {first}",
+            *(f"{indent}    or {other}" for other in others),
+            f"{indent}):",
+        ]
 
     def write_call(
         self, message: MessageSpec, f: FieldSpec, version: int, flexible: bool, value: str
@@ -702,13 +706,15 @@ class ModuleWriter:
             return self.helper("write_uuid"), ["w", value]
         return self.helper(f"write_{compact}{null}{f.type}"), ["w", value]
 
-    def tagged_value_arguments(self, message: MessageSpec, f: FieldSpec, version: int, value: str) -> str:
+    def tagged_value_arguments(
+        self, message: MessageSpec, f: FieldSpec, version: int, value: str
+    ) -> list[str]:
         """Arguments of ``tagged_value`` for a tagged field (always a flexible encoding)."""
         nullable = version in f.nullable
         null = "nullable_" if nullable else ""
         if f.is_array:
             item = self.item_writer(message, f, version, True)
-            return f"{self.helper(f'write_compact_{null}array')}, {value}, {item}"
+            return [self.helper(f"write_compact_{null}array"), value, item]
         if f.struct is not None:
             if nullable:
                 raise SpecError(f"tagged nullable struct {f.name} is not supported")
@@ -717,7 +723,7 @@ class ModuleWriter:
             write = self.helper(f"write_{f.type}")
         else:
             write = self.helper(f"write_compact_{null}{f.type}")
-        return f"{write}, {value}"
+        return [write, value]
 
     def item_writer(self, message: MessageSpec, f: FieldSpec, version: int, flexible: bool) -> str:
         if f.struct is not None:
@@ -822,13 +828,18 @@ def package_source(apis: list[tuple[str, MessageSpec, MessageSpec]]) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "from wire.primitives import Message",
     ]
     names = []
     for api, request, response in apis:
-        lines.append(f"from wire.messages.{module_name(api)} import {request.name}, {response.name}")
+        line = f"from wire.messages.{module_name(api)} import {request.name}, {response.name}"
+        if len(line) <= 100:
+            lines.append(line)
+        else:
+            module = line.partition(" import ")[0]
+            lines += [f"{module} import (", f"    {request.name},", f"    {response.name},", ")"]
         names += [request.name, response.name]
     lines.append(f"from wire.messages.{DATA_SCHEMAS_MODULE} import {', '.join(DATA_SCHEMAS)}")
+    lines.append("from wire.primitives import Message")
     names += DATA_SCHEMAS
     lines += ["", "", "class ApiKey(IntEnum):"]
     for api, request, _ in sorted(apis, key=lambda a: a[1].api_key):

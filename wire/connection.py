@@ -148,7 +148,9 @@ class ServerConnection:
             self._error = exc
             raise
 
-    def send_response(self, header: RequestHeader, response: Message, version: int | None = None) -> list[Chunk]:
+    def send_response(
+        self, header: RequestHeader, response: Message, version: int | None = None
+    ) -> list[Chunk]:
         """The frame of ``response`` to the request with ``header``: size, response header, body.
 
         ``version`` defaults to the request's; ApiVersions answers an unsupported version in v0.

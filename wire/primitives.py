@@ -439,7 +439,9 @@ def write_compact_nullable_records(w: Writer, value: Records | None) -> None:
 
 
 def _too_many(count: int, pos: int, buf: memoryview) -> DecodeError:
-    return DecodeError(f"array of {count} elements at offset {pos} cannot fit in the {len(buf) - pos} bytes left")
+    return DecodeError(
+        f"array of {count} elements at offset {pos} cannot fit in the {len(buf) - pos} bytes left"
+    )
 
 
 def _read_items(buf: memoryview, pos: int, count: int, read_item: Reader[T]) -> tuple[list[T], int]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from wire.primitives import Message
 from wire.messages.produce import ProduceRequest, ProduceResponse
 from wire.messages.fetch import FetchRequest, FetchResponse
 from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -29,8 +28,14 @@ from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsRespons
 from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from wire.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
-from wire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from wire.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from wire.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
 from wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from wire.messages.end_txn import EndTxnRequest, EndTxnResponse
 from wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -40,16 +45,32 @@ from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsRespons
 from wire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-from wire.messages.describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from wire.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 from wire.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
-from wire.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
-from wire.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from wire.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from wire.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from wire.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from wire.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
 from wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
+from wire.primitives import Message
 
 
 class ApiKey(IntEnum):

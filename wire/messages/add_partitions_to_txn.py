@@ -337,13 +337,29 @@ def _encode_AddPartitionsToTxnRequest_v4(w: Writer, obj: AddPartitionsToTxnReque
         _encode_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4,
     )
     if obj.v3_and_below_transactional_id != "":
-        raise absent_field_error("AddPartitionsToTxnRequest.v3_and_below_transactional_id", obj.v3_and_below_transactional_id, "0-3")
+        raise absent_field_error(
+            "AddPartitionsToTxnRequest.v3_and_below_transactional_id",
+            obj.v3_and_below_transactional_id,
+            "0-3",
+        )
     if obj.v3_and_below_producer_id != 0:
-        raise absent_field_error("AddPartitionsToTxnRequest.v3_and_below_producer_id", obj.v3_and_below_producer_id, "0-3")
+        raise absent_field_error(
+            "AddPartitionsToTxnRequest.v3_and_below_producer_id",
+            obj.v3_and_below_producer_id,
+            "0-3",
+        )
     if obj.v3_and_below_producer_epoch != 0:
-        raise absent_field_error("AddPartitionsToTxnRequest.v3_and_below_producer_epoch", obj.v3_and_below_producer_epoch, "0-3")
+        raise absent_field_error(
+            "AddPartitionsToTxnRequest.v3_and_below_producer_epoch",
+            obj.v3_and_below_producer_epoch,
+            "0-3",
+        )
     if obj.v3_and_below_topics:
-        raise absent_field_error("AddPartitionsToTxnRequest.v3_and_below_topics", obj.v3_and_below_topics, "0-3")
+        raise absent_field_error(
+            "AddPartitionsToTxnRequest.v3_and_below_topics",
+            obj.v3_and_below_topics,
+            "0-3",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -405,7 +421,11 @@ def _encode_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(
 def _encode_AddPartitionsToTxnResponse_v0(w: Writer, obj: AddPartitionsToTxnResponse) -> None:
     w += _S_i.pack(obj.throttle_time_ms)
     if obj.results_by_transaction:
-        raise absent_field_error("AddPartitionsToTxnResponse.results_by_transaction", obj.results_by_transaction, "4+")
+        raise absent_field_error(
+            "AddPartitionsToTxnResponse.results_by_transaction",
+            obj.results_by_transaction,
+            "4+",
+        )
     write_array(
         w,
         obj.results_by_topic_v3_and_below,
@@ -476,7 +496,11 @@ def _encode_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(
 def _encode_AddPartitionsToTxnResponse_v3(w: Writer, obj: AddPartitionsToTxnResponse) -> None:
     w += _S_i.pack(obj.throttle_time_ms)
     if obj.results_by_transaction:
-        raise absent_field_error("AddPartitionsToTxnResponse.results_by_transaction", obj.results_by_transaction, "4+")
+        raise absent_field_error(
+            "AddPartitionsToTxnResponse.results_by_transaction",
+            obj.results_by_transaction,
+            "4+",
+        )
     write_compact_array(
         w,
         obj.results_by_topic_v3_and_below,
@@ -535,7 +559,11 @@ def _encode_AddPartitionsToTxnResponse_v4(w: Writer, obj: AddPartitionsToTxnResp
         _encode_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4,
     )
     if obj.results_by_topic_v3_and_below:
-        raise absent_field_error("AddPartitionsToTxnResponse.results_by_topic_v3_and_below", obj.results_by_topic_v3_and_below, "0-3")
+        raise absent_field_error(
+            "AddPartitionsToTxnResponse.results_by_topic_v3_and_below",
+            obj.results_by_topic_v3_and_below,
+            "0-3",
+        )
     w.append(0)  # no tagged fields
 
 

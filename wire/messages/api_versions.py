@@ -343,15 +343,19 @@ def _encode_ApiVersionsResponse_v3(w: Writer, obj: ApiVersionsResponse) -> None:
     w += _S_i.pack(obj.throttle_time_ms)
     tagged = []
     if obj.supported_features:
-        tagged.append(
-            (0, tagged_value(write_compact_array, obj.supported_features, _encode_ApiVersionsResponse_SupportedFeatureKey_v3)),
-        )
+        tagged.append((0, tagged_value(
+            write_compact_array,
+            obj.supported_features,
+            _encode_ApiVersionsResponse_SupportedFeatureKey_v3,
+        )))
     if obj.finalized_features_epoch != -1:
         tagged.append((1, tagged_value(write_int64, obj.finalized_features_epoch)))
     if obj.finalized_features:
-        tagged.append(
-            (2, tagged_value(write_compact_array, obj.finalized_features, _encode_ApiVersionsResponse_FinalizedFeatureKey_v3)),
-        )
+        tagged.append((2, tagged_value(
+            write_compact_array,
+            obj.finalized_features,
+            _encode_ApiVersionsResponse_FinalizedFeatureKey_v3,
+        )))
     if obj.zk_migration_ready:
         tagged.append((3, tagged_value(write_bool, obj.zk_migration_ready)))
     write_tagged_fields(w, tagged)

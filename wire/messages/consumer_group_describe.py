@@ -155,7 +155,7 @@ class ConsumerGroupDescribeResponse(Message):
             subscribed_topic_regex: str | None = None,
             assignment: ConsumerGroupDescribeResponse.Assignment | None = None,
             target_assignment: ConsumerGroupDescribeResponse.Assignment | None = None,
-            member_type: int = -1,  # versions 1
+            member_type: int = -1,  # versions 1+
         ) -> None:
             self.member_id = member_id
             self.instance_id = instance_id

@@ -97,7 +97,7 @@ class ConsumerGroupHeartbeatRequest(Message):
         rack_id: str | None = None,
         rebalance_timeout_ms: int = -1,
         subscribed_topic_names: list[str] | None = None,
-        subscribed_topic_regex: str | None = None,  # versions 1
+        subscribed_topic_regex: str | None = None,  # versions 1+
         server_assignor: str | None = None,
         topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = None,
     ) -> None:
@@ -240,7 +240,11 @@ def _encode_ConsumerGroupHeartbeatRequest_v0(w: Writer, obj: ConsumerGroupHeartb
     w += _S_i.pack(obj.rebalance_timeout_ms)
     write_compact_nullable_array(w, obj.subscribed_topic_names, write_compact_string)
     if obj.subscribed_topic_regex is not None:
-        raise absent_field_error("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", obj.subscribed_topic_regex, "1")
+        raise absent_field_error(
+            "ConsumerGroupHeartbeatRequest.subscribed_topic_regex",
+            obj.subscribed_topic_regex,
+            "1+",
+        )
     write_compact_nullable_string(w, obj.server_assignor)
     write_compact_nullable_array(
         w,

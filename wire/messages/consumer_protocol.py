@@ -68,7 +68,7 @@ class ConsumerProtocolSubscription(Message):
         user_data: bytes | None = None,
         owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] | None = None,  # versions 1+
         generation_id: int = -1,  # versions 2+
-        rack_id: str | None = None,  # versions 3
+        rack_id: str | None = None,  # versions 3+
     ) -> None:
         self.topics = [] if topics is None else topics
         self.user_data = user_data

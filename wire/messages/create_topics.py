@@ -169,7 +169,7 @@ class CreateTopicsResponse(Message):
             self,
             *,
             name: str = "",
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 7
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 7+
             error_code: int = 0,
             error_message: str | None = "",
             topic_config_error_code: int = 0,  # versions 5+, tag 0

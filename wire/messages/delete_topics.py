@@ -54,8 +54,8 @@ class DeleteTopicsRequest(Message):
         def __init__(
             self,
             *,
-            name: str | None = None,  # versions 6
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 6
+            name: str | None = None,  # versions 6+
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 6+
         ) -> None:
             self.name = name
             self.topic_id = topic_id
@@ -70,7 +70,7 @@ class DeleteTopicsRequest(Message):
     def __init__(
         self,
         *,
-        topics: list[DeleteTopicsRequest.DeleteTopicState] | None = None,  # versions 6
+        topics: list[DeleteTopicsRequest.DeleteTopicState] | None = None,  # versions 6+
         topic_names: list[str] | None = None,  # versions 1-5
         timeout_ms: int = 0,
     ) -> None:
@@ -99,8 +99,8 @@ class DeleteTopicsResponse(Message):
         def __init__(
             self,
             *,
-            name: str | None = "",  # nullable 6
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 6
+            name: str | None = "",  # nullable 6+
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 6+
             error_code: int = 0,
             error_message: str | None = None,  # versions 5+
         ) -> None:
@@ -136,7 +136,7 @@ def _decode_DeleteTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteTop
 
 def _encode_DeleteTopicsRequest_v1(w: Writer, obj: DeleteTopicsRequest) -> None:
     if obj.topics:
-        raise absent_field_error("DeleteTopicsRequest.topics", obj.topics, "6")
+        raise absent_field_error("DeleteTopicsRequest.topics", obj.topics, "6+")
     write_array(w, obj.topic_names, write_string)
     w += _S_i.pack(obj.timeout_ms)
 
@@ -153,7 +153,7 @@ def _decode_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTop
 
 def _encode_DeleteTopicsRequest_v4(w: Writer, obj: DeleteTopicsRequest) -> None:
     if obj.topics:
-        raise absent_field_error("DeleteTopicsRequest.topics", obj.topics, "6")
+        raise absent_field_error("DeleteTopicsRequest.topics", obj.topics, "6+")
     write_compact_array(w, obj.topic_names, write_compact_string)
     w += _S_i.pack(obj.timeout_ms)
     w.append(0)  # no tagged fields

@@ -51,7 +51,7 @@ class DescribeClusterRequest(Message):
         *,
         include_cluster_authorized_operations: bool = False,
         endpoint_type: int = 1,  # versions 1+
-        include_fenced_brokers: bool = False,  # versions 2
+        include_fenced_brokers: bool = False,  # versions 2+
     ) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
@@ -83,7 +83,7 @@ class DescribeClusterResponse(Message):
             host: str = "",
             port: int = 0,
             rack: str | None = None,
-            is_fenced: bool = False,  # versions 2
+            is_fenced: bool = False,  # versions 2+
         ) -> None:
             self.broker_id = broker_id
             self.host = host
@@ -151,7 +151,11 @@ def _encode_DescribeClusterRequest_v0(w: Writer, obj: DescribeClusterRequest) ->
     if obj.endpoint_type != 1:
         raise absent_field_error("DescribeClusterRequest.endpoint_type", obj.endpoint_type, "1+")
     if obj.include_fenced_brokers:
-        raise absent_field_error("DescribeClusterRequest.include_fenced_brokers", obj.include_fenced_brokers, "2")
+        raise absent_field_error(
+            "DescribeClusterRequest.include_fenced_brokers",
+            obj.include_fenced_brokers,
+            "2+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -169,7 +173,11 @@ def _decode_DescribeClusterRequest_v1(
 def _encode_DescribeClusterRequest_v1(w: Writer, obj: DescribeClusterRequest) -> None:
     w += _S_ob.pack(obj.include_cluster_authorized_operations, obj.endpoint_type)
     if obj.include_fenced_brokers:
-        raise absent_field_error("DescribeClusterRequest.include_fenced_brokers", obj.include_fenced_brokers, "2")
+        raise absent_field_error(
+            "DescribeClusterRequest.include_fenced_brokers",
+            obj.include_fenced_brokers,
+            "2+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -241,7 +249,11 @@ def _encode_DescribeClusterResponse_DescribeClusterBroker_v0(
     w += _S_i.pack(obj.port)
     write_compact_nullable_string(w, obj.rack)
     if obj.is_fenced:
-        raise absent_field_error("DescribeClusterResponse.DescribeClusterBroker.is_fenced", obj.is_fenced, "2")
+        raise absent_field_error(
+            "DescribeClusterResponse.DescribeClusterBroker.is_fenced",
+            obj.is_fenced,
+            "2+",
+        )
     w.append(0)  # no tagged fields
 
 

@@ -241,7 +241,11 @@ def _encode_DescribeConfigsRequest_v1(w: Writer, obj: DescribeConfigsRequest) ->
     write_array(w, obj.resources, _encode_DescribeConfigsRequest_DescribeConfigsResource_v1)
     w += _S_o.pack(obj.include_synonyms)
     if obj.include_documentation:
-        raise absent_field_error("DescribeConfigsRequest.include_documentation", obj.include_documentation, "3+")
+        raise absent_field_error(
+            "DescribeConfigsRequest.include_documentation",
+            obj.include_documentation,
+            "3+",
+        )
 
 
 def _decode_DescribeConfigsRequest_v3(

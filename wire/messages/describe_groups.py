@@ -96,7 +96,7 @@ class DescribeGroupsResponse(Message):
             self,
             *,
             error_code: int = 0,
-            error_message: str | None = None,  # versions 6
+            error_message: str | None = None,  # versions 6+
             group_id: str = "",
             group_state: str = "",
             protocol_type: str = "",
@@ -176,7 +176,11 @@ def _decode_DescribeGroupsRequest_v0(
 def _encode_DescribeGroupsRequest_v0(w: Writer, obj: DescribeGroupsRequest) -> None:
     write_array(w, obj.groups, write_string)
     if obj.include_authorized_operations:
-        raise absent_field_error("DescribeGroupsRequest.include_authorized_operations", obj.include_authorized_operations, "3+")
+        raise absent_field_error(
+            "DescribeGroupsRequest.include_authorized_operations",
+            obj.include_authorized_operations,
+            "3+",
+        )
 
 
 def _decode_DescribeGroupsRequest_v3(
@@ -264,14 +268,22 @@ def _encode_DescribeGroupsResponse_DescribedGroup_v0(
 ) -> None:
     w += _S_h.pack(obj.error_code)
     if obj.error_message is not None:
-        raise absent_field_error("DescribeGroupsResponse.DescribedGroup.error_message", obj.error_message, "6")
+        raise absent_field_error(
+            "DescribeGroupsResponse.DescribedGroup.error_message",
+            obj.error_message,
+            "6+",
+        )
     write_string(w, obj.group_id)
     write_string(w, obj.group_state)
     write_string(w, obj.protocol_type)
     write_string(w, obj.protocol_data)
     write_array(w, obj.members, _encode_DescribeGroupsResponse_DescribedGroupMember_v0)
     if obj.authorized_operations != -2147483648:
-        raise absent_field_error("DescribeGroupsResponse.DescribedGroup.authorized_operations", obj.authorized_operations, "3+")
+        raise absent_field_error(
+            "DescribeGroupsResponse.DescribedGroup.authorized_operations",
+            obj.authorized_operations,
+            "3+",
+        )
 
 
 def _encode_DescribeGroupsResponse_v0(w: Writer, obj: DescribeGroupsResponse) -> None:
@@ -325,7 +337,11 @@ def _encode_DescribeGroupsResponse_DescribedGroup_v3(
 ) -> None:
     w += _S_h.pack(obj.error_code)
     if obj.error_message is not None:
-        raise absent_field_error("DescribeGroupsResponse.DescribedGroup.error_message", obj.error_message, "6")
+        raise absent_field_error(
+            "DescribeGroupsResponse.DescribedGroup.error_message",
+            obj.error_message,
+            "6+",
+        )
     write_string(w, obj.group_id)
     write_string(w, obj.group_state)
     write_string(w, obj.protocol_type)
@@ -395,7 +411,11 @@ def _encode_DescribeGroupsResponse_DescribedGroup_v4(
 ) -> None:
     w += _S_h.pack(obj.error_code)
     if obj.error_message is not None:
-        raise absent_field_error("DescribeGroupsResponse.DescribedGroup.error_message", obj.error_message, "6")
+        raise absent_field_error(
+            "DescribeGroupsResponse.DescribedGroup.error_message",
+            obj.error_message,
+            "6+",
+        )
     write_string(w, obj.group_id)
     write_string(w, obj.group_state)
     write_string(w, obj.protocol_type)
@@ -473,7 +493,11 @@ def _encode_DescribeGroupsResponse_DescribedGroup_v5(
 ) -> None:
     w += _S_h.pack(obj.error_code)
     if obj.error_message is not None:
-        raise absent_field_error("DescribeGroupsResponse.DescribedGroup.error_message", obj.error_message, "6")
+        raise absent_field_error(
+            "DescribeGroupsResponse.DescribedGroup.error_message",
+            obj.error_message,
+            "6+",
+        )
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.group_state)
     write_compact_string(w, obj.protocol_type)

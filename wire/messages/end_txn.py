@@ -75,8 +75,8 @@ class EndTxnResponse(Message):
         *,
         throttle_time_ms: int = 0,
         error_code: int = 0,
-        producer_id: int = -1,  # versions 5
-        producer_epoch: int = -1,  # versions 5
+        producer_id: int = -1,  # versions 5+
+        producer_epoch: int = -1,  # versions 5+
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code

@@ -144,7 +144,7 @@ class FetchRequest(Message):
             log_start_offset: int = -1,  # versions 5+
             partition_max_bytes: int = 0,
             replica_directory_id: uuid.UUID = ZERO_UUID,  # versions 17+, tag 0
-            high_watermark: int = 9223372036854775807,  # versions 18, tag 1
+            high_watermark: int = 9223372036854775807,  # versions 18+, tag 1
         ) -> None:
             self.partition = partition
             self.current_leader_epoch = current_leader_epoch
@@ -473,7 +473,11 @@ def _decode_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, in
 def _encode_FetchRequest_FetchPartition_v4(w: Writer, obj: FetchRequest.FetchPartition) -> None:
     w += _S_iq.pack(obj.partition, obj.fetch_offset)
     if obj.last_fetched_epoch != -1:
-        raise absent_field_error("FetchRequest.FetchPartition.last_fetched_epoch", obj.last_fetched_epoch, "12+")
+        raise absent_field_error(
+            "FetchRequest.FetchPartition.last_fetched_epoch",
+            obj.last_fetched_epoch,
+            "12+",
+        )
     w += _S_i.pack(obj.partition_max_bytes)
 
 
@@ -489,7 +493,11 @@ def _encode_FetchRequest_v4(w: Writer, obj: FetchRequest) -> None:
     w += _S_iiib.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
     write_array(w, obj.topics, _encode_FetchRequest_FetchTopic_v4)
     if obj.forgotten_topics_data:
-        raise absent_field_error("FetchRequest.forgotten_topics_data", obj.forgotten_topics_data, "7+")
+        raise absent_field_error(
+            "FetchRequest.forgotten_topics_data",
+            obj.forgotten_topics_data,
+            "7+",
+        )
 
 
 def _decode_FetchRequest_FetchPartition_v5(
@@ -543,7 +551,11 @@ def _decode_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, in
 def _encode_FetchRequest_FetchPartition_v5(w: Writer, obj: FetchRequest.FetchPartition) -> None:
     w += _S_iq.pack(obj.partition, obj.fetch_offset)
     if obj.last_fetched_epoch != -1:
-        raise absent_field_error("FetchRequest.FetchPartition.last_fetched_epoch", obj.last_fetched_epoch, "12+")
+        raise absent_field_error(
+            "FetchRequest.FetchPartition.last_fetched_epoch",
+            obj.last_fetched_epoch,
+            "12+",
+        )
     w += _S_qi.pack(obj.log_start_offset, obj.partition_max_bytes)
 
 
@@ -559,7 +571,11 @@ def _encode_FetchRequest_v5(w: Writer, obj: FetchRequest) -> None:
     w += _S_iiib.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
     write_array(w, obj.topics, _encode_FetchRequest_FetchTopic_v5)
     if obj.forgotten_topics_data:
-        raise absent_field_error("FetchRequest.forgotten_topics_data", obj.forgotten_topics_data, "7+")
+        raise absent_field_error(
+            "FetchRequest.forgotten_topics_data",
+            obj.forgotten_topics_data,
+            "7+",
+        )
 
 
 def _decode_FetchRequest_ForgottenTopic_v7(
@@ -664,7 +680,11 @@ def _decode_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, in
 def _encode_FetchRequest_FetchPartition_v9(w: Writer, obj: FetchRequest.FetchPartition) -> None:
     w += _S_iiq.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset)
     if obj.last_fetched_epoch != -1:
-        raise absent_field_error("FetchRequest.FetchPartition.last_fetched_epoch", obj.last_fetched_epoch, "12+")
+        raise absent_field_error(
+            "FetchRequest.FetchPartition.last_fetched_epoch",
+            obj.last_fetched_epoch,
+            "12+",
+        )
     w += _S_qi.pack(obj.log_start_offset, obj.partition_max_bytes)
 
 
@@ -1307,14 +1327,26 @@ def _encode_FetchResponse_PartitionData_v4(w: Writer, obj: FetchResponse.Partiti
         obj.last_stable_offset,
     )
     if obj.diverging_epoch.epoch != -1 or obj.diverging_epoch.end_offset != -1:
-        raise absent_field_error("FetchResponse.PartitionData.diverging_epoch", obj.diverging_epoch, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.diverging_epoch",
+            obj.diverging_epoch,
+            "12+",
+        )
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("FetchResponse.PartitionData.current_leader", obj.current_leader, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.current_leader",
+            obj.current_leader,
+            "12+",
+        )
     if obj.snapshot_id.end_offset != -1 or obj.snapshot_id.epoch != -1:
         raise absent_field_error("FetchResponse.PartitionData.snapshot_id", obj.snapshot_id, "12+")
     write_nullable_array(w, obj.aborted_transactions, _encode_FetchResponse_AbortedTransaction_v4)
     if obj.preferred_read_replica != -1:
-        raise absent_field_error("FetchResponse.PartitionData.preferred_read_replica", obj.preferred_read_replica, "11+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.preferred_read_replica",
+            obj.preferred_read_replica,
+            "11+",
+        )
     write_nullable_records(w, obj.records)
 
 
@@ -1389,14 +1421,26 @@ def _encode_FetchResponse_PartitionData_v5(w: Writer, obj: FetchResponse.Partiti
         obj.log_start_offset,
     )
     if obj.diverging_epoch.epoch != -1 or obj.diverging_epoch.end_offset != -1:
-        raise absent_field_error("FetchResponse.PartitionData.diverging_epoch", obj.diverging_epoch, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.diverging_epoch",
+            obj.diverging_epoch,
+            "12+",
+        )
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("FetchResponse.PartitionData.current_leader", obj.current_leader, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.current_leader",
+            obj.current_leader,
+            "12+",
+        )
     if obj.snapshot_id.end_offset != -1 or obj.snapshot_id.epoch != -1:
         raise absent_field_error("FetchResponse.PartitionData.snapshot_id", obj.snapshot_id, "12+")
     write_nullable_array(w, obj.aborted_transactions, _encode_FetchResponse_AbortedTransaction_v4)
     if obj.preferred_read_replica != -1:
-        raise absent_field_error("FetchResponse.PartitionData.preferred_read_replica", obj.preferred_read_replica, "11+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.preferred_read_replica",
+            obj.preferred_read_replica,
+            "11+",
+        )
     write_nullable_records(w, obj.records)
 
 
@@ -1486,9 +1530,17 @@ def _encode_FetchResponse_PartitionData_v11(w: Writer, obj: FetchResponse.Partit
         obj.log_start_offset,
     )
     if obj.diverging_epoch.epoch != -1 or obj.diverging_epoch.end_offset != -1:
-        raise absent_field_error("FetchResponse.PartitionData.diverging_epoch", obj.diverging_epoch, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.diverging_epoch",
+            obj.diverging_epoch,
+            "12+",
+        )
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("FetchResponse.PartitionData.current_leader", obj.current_leader, "12+")
+        raise absent_field_error(
+            "FetchResponse.PartitionData.current_leader",
+            obj.current_leader,
+            "12+",
+        )
     if obj.snapshot_id.end_offset != -1 or obj.snapshot_id.epoch != -1:
         raise absent_field_error("FetchResponse.PartitionData.snapshot_id", obj.snapshot_id, "12+")
     write_nullable_array(w, obj.aborted_transactions, _encode_FetchResponse_AbortedTransaction_v4)
@@ -1656,13 +1708,15 @@ def _encode_FetchResponse_PartitionData_v12(w: Writer, obj: FetchResponse.Partit
     write_compact_nullable_records(w, obj.records)
     tagged = []
     if obj.diverging_epoch.epoch != -1 or obj.diverging_epoch.end_offset != -1:
-        tagged.append(
-            (0, tagged_value(_encode_FetchResponse_EpochEndOffset_v12, obj.diverging_epoch)),
-        )
+        tagged.append((0, tagged_value(
+            _encode_FetchResponse_EpochEndOffset_v12,
+            obj.diverging_epoch,
+        )))
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        tagged.append(
-            (1, tagged_value(_encode_FetchResponse_LeaderIdAndEpoch_v12, obj.current_leader)),
-        )
+        tagged.append((1, tagged_value(
+            _encode_FetchResponse_LeaderIdAndEpoch_v12,
+            obj.current_leader,
+        )))
     if obj.snapshot_id.end_offset != -1 or obj.snapshot_id.epoch != -1:
         tagged.append((2, tagged_value(_encode_FetchResponse_SnapshotId_v12, obj.snapshot_id)))
     write_tagged_fields(w, tagged)
@@ -1777,9 +1831,11 @@ def _encode_FetchResponse_v16(w: Writer, obj: FetchResponse) -> None:
     write_compact_array(w, obj.responses, _encode_FetchResponse_FetchableTopicResponse_v13)
     tagged = []
     if obj.node_endpoints:
-        tagged.append(
-            (0, tagged_value(write_compact_array, obj.node_endpoints, _encode_FetchResponse_NodeEndpoint_v16)),
-        )
+        tagged.append((0, tagged_value(
+            write_compact_array,
+            obj.node_endpoints,
+            _encode_FetchResponse_NodeEndpoint_v16,
+        )))
     write_tagged_fields(w, tagged)
 
 

@@ -150,7 +150,11 @@ def _encode_FindCoordinatorRequest_v0(w: Writer, obj: FindCoordinatorRequest) ->
     if obj.key_type != 0:
         raise absent_field_error("FindCoordinatorRequest.key_type", obj.key_type, "1+")
     if obj.coordinator_keys:
-        raise absent_field_error("FindCoordinatorRequest.coordinator_keys", obj.coordinator_keys, "4+")
+        raise absent_field_error(
+            "FindCoordinatorRequest.coordinator_keys",
+            obj.coordinator_keys,
+            "4+",
+        )
 
 
 def _decode_FindCoordinatorRequest_v1(
@@ -168,7 +172,11 @@ def _encode_FindCoordinatorRequest_v1(w: Writer, obj: FindCoordinatorRequest) ->
     write_string(w, obj.key)
     w += _S_b.pack(obj.key_type)
     if obj.coordinator_keys:
-        raise absent_field_error("FindCoordinatorRequest.coordinator_keys", obj.coordinator_keys, "4+")
+        raise absent_field_error(
+            "FindCoordinatorRequest.coordinator_keys",
+            obj.coordinator_keys,
+            "4+",
+        )
 
 
 def _decode_FindCoordinatorRequest_v3(
@@ -187,7 +195,11 @@ def _encode_FindCoordinatorRequest_v3(w: Writer, obj: FindCoordinatorRequest) ->
     write_compact_string(w, obj.key)
     w += _S_b.pack(obj.key_type)
     if obj.coordinator_keys:
-        raise absent_field_error("FindCoordinatorRequest.coordinator_keys", obj.coordinator_keys, "4+")
+        raise absent_field_error(
+            "FindCoordinatorRequest.coordinator_keys",
+            obj.coordinator_keys,
+            "4+",
+        )
     w.append(0)  # no tagged fields
 
 

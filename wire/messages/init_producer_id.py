@@ -59,8 +59,8 @@ class InitProducerIdRequest(Message):
         transaction_timeout_ms: int = 0,
         producer_id: int = -1,  # versions 3+
         producer_epoch: int = -1,  # versions 3+
-        enable_2pc: bool = False,  # versions 6
-        keep_prepared_txn: bool = False,  # versions 6
+        enable_2pc: bool = False,  # versions 6+
+        keep_prepared_txn: bool = False,  # versions 6+
     ) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
@@ -102,8 +102,8 @@ class InitProducerIdResponse(Message):
         error_code: int = 0,
         producer_id: int = -1,
         producer_epoch: int = 0,
-        ongoing_txn_producer_id: int = -1,  # versions 6
-        ongoing_txn_producer_epoch: int = -1,  # versions 6
+        ongoing_txn_producer_id: int = -1,  # versions 6+
+        ongoing_txn_producer_epoch: int = -1,  # versions 6+
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
@@ -135,9 +135,13 @@ def _encode_InitProducerIdRequest_v0(w: Writer, obj: InitProducerIdRequest) -> N
     if obj.producer_epoch != -1:
         raise absent_field_error("InitProducerIdRequest.producer_epoch", obj.producer_epoch, "3+")
     if obj.enable_2pc:
-        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6")
+        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6+")
     if obj.keep_prepared_txn:
-        raise absent_field_error("InitProducerIdRequest.keep_prepared_txn", obj.keep_prepared_txn, "6")
+        raise absent_field_error(
+            "InitProducerIdRequest.keep_prepared_txn",
+            obj.keep_prepared_txn,
+            "6+",
+        )
 
 
 def _decode_InitProducerIdRequest_v2(
@@ -163,9 +167,13 @@ def _encode_InitProducerIdRequest_v2(w: Writer, obj: InitProducerIdRequest) -> N
     if obj.producer_epoch != -1:
         raise absent_field_error("InitProducerIdRequest.producer_epoch", obj.producer_epoch, "3+")
     if obj.enable_2pc:
-        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6")
+        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6+")
     if obj.keep_prepared_txn:
-        raise absent_field_error("InitProducerIdRequest.keep_prepared_txn", obj.keep_prepared_txn, "6")
+        raise absent_field_error(
+            "InitProducerIdRequest.keep_prepared_txn",
+            obj.keep_prepared_txn,
+            "6+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -186,9 +194,13 @@ def _encode_InitProducerIdRequest_v3(w: Writer, obj: InitProducerIdRequest) -> N
     write_compact_nullable_string(w, obj.transactional_id)
     w += _S_iqh.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch)
     if obj.enable_2pc:
-        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6")
+        raise absent_field_error("InitProducerIdRequest.enable_2pc", obj.enable_2pc, "6+")
     if obj.keep_prepared_txn:
-        raise absent_field_error("InitProducerIdRequest.keep_prepared_txn", obj.keep_prepared_txn, "6")
+        raise absent_field_error(
+            "InitProducerIdRequest.keep_prepared_txn",
+            obj.keep_prepared_txn,
+            "6+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -240,9 +252,17 @@ def _decode_InitProducerIdResponse_v0(
 def _encode_InitProducerIdResponse_v0(w: Writer, obj: InitProducerIdResponse) -> None:
     w += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
     if obj.ongoing_txn_producer_id != -1:
-        raise absent_field_error("InitProducerIdResponse.ongoing_txn_producer_id", obj.ongoing_txn_producer_id, "6")
+        raise absent_field_error(
+            "InitProducerIdResponse.ongoing_txn_producer_id",
+            obj.ongoing_txn_producer_id,
+            "6+",
+        )
     if obj.ongoing_txn_producer_epoch != -1:
-        raise absent_field_error("InitProducerIdResponse.ongoing_txn_producer_epoch", obj.ongoing_txn_producer_epoch, "6")
+        raise absent_field_error(
+            "InitProducerIdResponse.ongoing_txn_producer_epoch",
+            obj.ongoing_txn_producer_epoch,
+            "6+",
+        )
 
 
 def _decode_InitProducerIdResponse_v2(
@@ -265,9 +285,17 @@ def _decode_InitProducerIdResponse_v2(
 def _encode_InitProducerIdResponse_v2(w: Writer, obj: InitProducerIdResponse) -> None:
     w += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
     if obj.ongoing_txn_producer_id != -1:
-        raise absent_field_error("InitProducerIdResponse.ongoing_txn_producer_id", obj.ongoing_txn_producer_id, "6")
+        raise absent_field_error(
+            "InitProducerIdResponse.ongoing_txn_producer_id",
+            obj.ongoing_txn_producer_id,
+            "6+",
+        )
     if obj.ongoing_txn_producer_epoch != -1:
-        raise absent_field_error("InitProducerIdResponse.ongoing_txn_producer_epoch", obj.ongoing_txn_producer_epoch, "6")
+        raise absent_field_error(
+            "InitProducerIdResponse.ongoing_txn_producer_epoch",
+            obj.ongoing_txn_producer_epoch,
+            "6+",
+        )
     w.append(0)  # no tagged fields
 
 

@@ -167,7 +167,7 @@ class JoinGroupResponse(Message):
         protocol_type: str | None = None,  # versions 7+
         protocol_name: str | None = "",  # nullable 7+
         leader: str = "",
-        skip_assignment: bool = False,  # versions 9
+        skip_assignment: bool = False,  # versions 9+
         member_id: str = "",
         members: list[JoinGroupResponse.JoinGroupResponseMember] | None = None,
     ) -> None:
@@ -380,7 +380,7 @@ def _encode_JoinGroupResponse_v0(w: Writer, obj: JoinGroupResponse) -> None:
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     if obj.skip_assignment:
-        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9")
+        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9+")
     write_string(w, obj.member_id)
     write_array(w, obj.members, _encode_JoinGroupResponse_JoinGroupResponseMember_v0)
 
@@ -405,7 +405,7 @@ def _encode_JoinGroupResponse_v2(w: Writer, obj: JoinGroupResponse) -> None:
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     if obj.skip_assignment:
-        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9")
+        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9+")
     write_string(w, obj.member_id)
     write_array(w, obj.members, _encode_JoinGroupResponse_JoinGroupResponseMember_v0)
 
@@ -448,7 +448,7 @@ def _encode_JoinGroupResponse_v5(w: Writer, obj: JoinGroupResponse) -> None:
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     if obj.skip_assignment:
-        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9")
+        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9+")
     write_string(w, obj.member_id)
     write_array(w, obj.members, _encode_JoinGroupResponse_JoinGroupResponseMember_v5)
 
@@ -498,7 +498,7 @@ def _encode_JoinGroupResponse_v6(w: Writer, obj: JoinGroupResponse) -> None:
     write_compact_string(w, obj.protocol_name)
     write_compact_string(w, obj.leader)
     if obj.skip_assignment:
-        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9")
+        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9+")
     write_compact_string(w, obj.member_id)
     write_compact_array(w, obj.members, _encode_JoinGroupResponse_JoinGroupResponseMember_v6)
     w.append(0)  # no tagged fields
@@ -528,7 +528,7 @@ def _encode_JoinGroupResponse_v7(w: Writer, obj: JoinGroupResponse) -> None:
     write_compact_nullable_string(w, obj.protocol_name)
     write_compact_string(w, obj.leader)
     if obj.skip_assignment:
-        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9")
+        raise absent_field_error("JoinGroupResponse.skip_assignment", obj.skip_assignment, "9+")
     write_compact_string(w, obj.member_id)
     write_compact_array(w, obj.members, _encode_JoinGroupResponse_JoinGroupResponseMember_v6)
     w.append(0)  # no tagged fields

@@ -54,7 +54,7 @@ class LeaveGroupRequest(Message):
             *,
             member_id: str = "",  # versions 3+
             group_instance_id: str | None = None,  # versions 3+
-            reason: str | None = None,  # versions 5
+            reason: str | None = None,  # versions 5+
         ) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id

@@ -47,7 +47,7 @@ class ListGroupsRequest(Message):
         self,
         *,
         states_filter: list[str] | None = None,  # versions 4+
-        types_filter: list[str] | None = None,  # versions 5
+        types_filter: list[str] | None = None,  # versions 5+
     ) -> None:
         self.states_filter = [] if states_filter is None else states_filter
         self.types_filter = [] if types_filter is None else types_filter
@@ -76,7 +76,7 @@ class ListGroupsResponse(Message):
             group_id: str = "",
             protocol_type: str = "",
             group_state: str = "",  # versions 4+
-            group_type: str = "",  # versions 5
+            group_type: str = "",  # versions 5+
         ) -> None:
             self.group_id = group_id
             self.protocol_type = protocol_type
@@ -113,7 +113,7 @@ def _encode_ListGroupsRequest_v0(w: Writer, obj: ListGroupsRequest) -> None:
     if obj.states_filter:
         raise absent_field_error("ListGroupsRequest.states_filter", obj.states_filter, "4+")
     if obj.types_filter:
-        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5")
+        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5+")
 
 
 def _decode_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
@@ -128,7 +128,7 @@ def _encode_ListGroupsRequest_v3(w: Writer, obj: ListGroupsRequest) -> None:
     if obj.states_filter:
         raise absent_field_error("ListGroupsRequest.states_filter", obj.states_filter, "4+")
     if obj.types_filter:
-        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5")
+        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5+")
     w.append(0)  # no tagged fields
 
 
@@ -143,7 +143,7 @@ def _decode_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsR
 def _encode_ListGroupsRequest_v4(w: Writer, obj: ListGroupsRequest) -> None:
     write_compact_array(w, obj.states_filter, write_compact_string)
     if obj.types_filter:
-        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5")
+        raise absent_field_error("ListGroupsRequest.types_filter", obj.types_filter, "5+")
     w.append(0)  # no tagged fields
 
 

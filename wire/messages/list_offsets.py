@@ -396,7 +396,11 @@ def _encode_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(
 ) -> None:
     w += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
     if obj.leader_epoch != -1:
-        raise absent_field_error("ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch", obj.leader_epoch, "4+")
+        raise absent_field_error(
+            "ListOffsetsResponse.ListOffsetsPartitionResponse.leader_epoch",
+            obj.leader_epoch,
+            "4+",
+        )
 
 
 def _encode_ListOffsetsResponse_ListOffsetsTopicResponse_v1(

@@ -56,7 +56,7 @@ class ListTransactionsRequest(Message):
         state_filters: list[str] | None = None,
         producer_id_filters: list[int] | None = None,
         duration_filter: int = -1,  # versions 1+
-        transactional_id_pattern: str | None = None,  # versions 2
+        transactional_id_pattern: str | None = None,  # versions 2+
     ) -> None:
         self.state_filters = [] if state_filters is None else state_filters
         self.producer_id_filters = [] if producer_id_filters is None else producer_id_filters
@@ -129,9 +129,17 @@ def _encode_ListTransactionsRequest_v0(w: Writer, obj: ListTransactionsRequest) 
     write_compact_array(w, obj.state_filters, write_compact_string)
     write_compact_array(w, obj.producer_id_filters, write_int64)
     if obj.duration_filter != -1:
-        raise absent_field_error("ListTransactionsRequest.duration_filter", obj.duration_filter, "1+")
+        raise absent_field_error(
+            "ListTransactionsRequest.duration_filter",
+            obj.duration_filter,
+            "1+",
+        )
     if obj.transactional_id_pattern is not None:
-        raise absent_field_error("ListTransactionsRequest.transactional_id_pattern", obj.transactional_id_pattern, "2")
+        raise absent_field_error(
+            "ListTransactionsRequest.transactional_id_pattern",
+            obj.transactional_id_pattern,
+            "2+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -153,7 +161,11 @@ def _encode_ListTransactionsRequest_v1(w: Writer, obj: ListTransactionsRequest) 
     write_compact_array(w, obj.producer_id_filters, write_int64)
     w += _S_q.pack(obj.duration_filter)
     if obj.transactional_id_pattern is not None:
-        raise absent_field_error("ListTransactionsRequest.transactional_id_pattern", obj.transactional_id_pattern, "2")
+        raise absent_field_error(
+            "ListTransactionsRequest.transactional_id_pattern",
+            obj.transactional_id_pattern,
+            "2+",
+        )
     w.append(0)  # no tagged fields
 
 

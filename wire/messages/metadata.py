@@ -233,7 +233,7 @@ class MetadataResponse(Message):
         controller_id: int = -1,  # versions 1+
         topics: list[MetadataResponse.MetadataResponseTopic] | None = None,
         cluster_authorized_operations: int = -2147483648,  # versions 8-10
-        error_code: int = 0,  # versions 13
+        error_code: int = 0,  # versions 13+
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is None else brokers
@@ -275,11 +275,23 @@ def _encode_MetadataRequest_v0(w: Writer, obj: MetadataRequest) -> None:
         raise null_field_error("MetadataRequest.topics")
     write_array(w, obj.topics, _encode_MetadataRequest_MetadataRequestTopic_v0)
     if not obj.allow_auto_topic_creation:
-        raise absent_field_error("MetadataRequest.allow_auto_topic_creation", obj.allow_auto_topic_creation, "4+")
+        raise absent_field_error(
+            "MetadataRequest.allow_auto_topic_creation",
+            obj.allow_auto_topic_creation,
+            "4+",
+        )
     if obj.include_cluster_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_cluster_authorized_operations", obj.include_cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataRequest.include_cluster_authorized_operations",
+            obj.include_cluster_authorized_operations,
+            "8-10",
+        )
     if obj.include_topic_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_topic_authorized_operations", obj.include_topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataRequest.include_topic_authorized_operations",
+            obj.include_topic_authorized_operations,
+            "8+",
+        )
 
 
 def _decode_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -294,11 +306,23 @@ def _decode_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataReque
 def _encode_MetadataRequest_v1(w: Writer, obj: MetadataRequest) -> None:
     write_nullable_array(w, obj.topics, _encode_MetadataRequest_MetadataRequestTopic_v0)
     if not obj.allow_auto_topic_creation:
-        raise absent_field_error("MetadataRequest.allow_auto_topic_creation", obj.allow_auto_topic_creation, "4+")
+        raise absent_field_error(
+            "MetadataRequest.allow_auto_topic_creation",
+            obj.allow_auto_topic_creation,
+            "4+",
+        )
     if obj.include_cluster_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_cluster_authorized_operations", obj.include_cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataRequest.include_cluster_authorized_operations",
+            obj.include_cluster_authorized_operations,
+            "8-10",
+        )
     if obj.include_topic_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_topic_authorized_operations", obj.include_topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataRequest.include_topic_authorized_operations",
+            obj.include_topic_authorized_operations,
+            "8+",
+        )
 
 
 def _decode_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -315,9 +339,17 @@ def _encode_MetadataRequest_v4(w: Writer, obj: MetadataRequest) -> None:
     write_nullable_array(w, obj.topics, _encode_MetadataRequest_MetadataRequestTopic_v0)
     w += _S_o.pack(obj.allow_auto_topic_creation)
     if obj.include_cluster_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_cluster_authorized_operations", obj.include_cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataRequest.include_cluster_authorized_operations",
+            obj.include_cluster_authorized_operations,
+            "8-10",
+        )
     if obj.include_topic_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_topic_authorized_operations", obj.include_topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataRequest.include_topic_authorized_operations",
+            obj.include_topic_authorized_operations,
+            "8+",
+        )
 
 
 def _decode_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -453,7 +485,11 @@ def _encode_MetadataRequest_v11(w: Writer, obj: MetadataRequest) -> None:
     write_compact_nullable_array(w, obj.topics, _encode_MetadataRequest_MetadataRequestTopic_v10)
     w += _S_o.pack(obj.allow_auto_topic_creation)
     if obj.include_cluster_authorized_operations:
-        raise absent_field_error("MetadataRequest.include_cluster_authorized_operations", obj.include_cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataRequest.include_cluster_authorized_operations",
+            obj.include_cluster_authorized_operations,
+            "8-10",
+        )
     w += _S_o.pack(obj.include_topic_authorized_operations)
     w.append(0)  # no tagged fields
 
@@ -539,14 +575,22 @@ def _encode_MetadataResponse_MetadataResponseTopic_v0(
     write_string(w, obj.name)
     write_array(w, obj.partitions, _encode_MetadataResponse_MetadataResponsePartition_v0)
     if obj.topic_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", obj.topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataResponse.MetadataResponseTopic.topic_authorized_operations",
+            obj.topic_authorized_operations,
+            "8+",
+        )
 
 
 def _encode_MetadataResponse_v0(w: Writer, obj: MetadataResponse) -> None:
     write_array(w, obj.brokers, _encode_MetadataResponse_MetadataResponseBroker_v0)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v0)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_MetadataResponseBroker_v1(
@@ -613,7 +657,11 @@ def _encode_MetadataResponse_MetadataResponseTopic_v1(
     w += _S_o.pack(obj.is_internal)
     write_array(w, obj.partitions, _encode_MetadataResponse_MetadataResponsePartition_v0)
     if obj.topic_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", obj.topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataResponse.MetadataResponseTopic.topic_authorized_operations",
+            obj.topic_authorized_operations,
+            "8+",
+        )
 
 
 def _encode_MetadataResponse_v1(w: Writer, obj: MetadataResponse) -> None:
@@ -621,7 +669,11 @@ def _encode_MetadataResponse_v1(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v1)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -643,7 +695,11 @@ def _encode_MetadataResponse_v2(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v1)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -667,7 +723,11 @@ def _encode_MetadataResponse_v3(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v1)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_MetadataResponsePartition_v5(
@@ -735,7 +795,11 @@ def _encode_MetadataResponse_MetadataResponseTopic_v5(
     w += _S_o.pack(obj.is_internal)
     write_array(w, obj.partitions, _encode_MetadataResponse_MetadataResponsePartition_v5)
     if obj.topic_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", obj.topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataResponse.MetadataResponseTopic.topic_authorized_operations",
+            obj.topic_authorized_operations,
+            "8+",
+        )
 
 
 def _encode_MetadataResponse_v5(w: Writer, obj: MetadataResponse) -> None:
@@ -745,7 +809,11 @@ def _encode_MetadataResponse_v5(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v5)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_MetadataResponsePartition_v7(
@@ -817,7 +885,11 @@ def _encode_MetadataResponse_MetadataResponseTopic_v7(
     w += _S_o.pack(obj.is_internal)
     write_array(w, obj.partitions, _encode_MetadataResponse_MetadataResponsePartition_v7)
     if obj.topic_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", obj.topic_authorized_operations, "8+")
+        raise absent_field_error(
+            "MetadataResponse.MetadataResponseTopic.topic_authorized_operations",
+            obj.topic_authorized_operations,
+            "8+",
+        )
 
 
 def _encode_MetadataResponse_v7(w: Writer, obj: MetadataResponse) -> None:
@@ -827,7 +899,11 @@ def _encode_MetadataResponse_v7(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v7)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
 
 
 def _decode_MetadataResponse_MetadataResponseTopic_v8(
@@ -1105,7 +1181,11 @@ def _encode_MetadataResponse_v11(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_compact_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v10)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -1172,7 +1252,11 @@ def _encode_MetadataResponse_v12(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_compact_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v12)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -1207,7 +1291,11 @@ def _encode_MetadataResponse_v13(w: Writer, obj: MetadataResponse) -> None:
     w += _S_i.pack(obj.controller_id)
     write_compact_array(w, obj.topics, _encode_MetadataResponse_MetadataResponseTopic_v12)
     if obj.cluster_authorized_operations != -2147483648:
-        raise absent_field_error("MetadataResponse.cluster_authorized_operations", obj.cluster_authorized_operations, "8-10")
+        raise absent_field_error(
+            "MetadataResponse.cluster_authorized_operations",
+            obj.cluster_authorized_operations,
+            "8-10",
+        )
     w += _S_h.pack(obj.error_code)
     w.append(0)  # no tagged fields
 

@@ -60,7 +60,7 @@ class OffsetCommitRequest(Message):
             self,
             *,
             name: str = "",  # versions 2-9
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 10
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 10+
             partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] | None = None,
         ) -> None:
             self.name = name
@@ -153,7 +153,7 @@ class OffsetCommitResponse(Message):
             self,
             *,
             name: str = "",  # versions 2-9
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 10
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 10+
             partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] | None = None,
         ) -> None:
             self.name = name
@@ -250,7 +250,11 @@ def _encode_OffsetCommitRequest_v2(w: Writer, obj: OffsetCommitRequest) -> None:
     w += _S_i.pack(obj.generation_id_or_member_epoch)
     write_string(w, obj.member_id)
     if obj.group_instance_id is not None:
-        raise absent_field_error("OffsetCommitRequest.group_instance_id", obj.group_instance_id, "7+")
+        raise absent_field_error(
+            "OffsetCommitRequest.group_instance_id",
+            obj.group_instance_id,
+            "7+",
+        )
     w += _S_q.pack(obj.retention_time_ms)
     write_array(w, obj.topics, _encode_OffsetCommitRequest_OffsetCommitRequestTopic_v2)
 
@@ -272,7 +276,11 @@ def _encode_OffsetCommitRequest_v5(w: Writer, obj: OffsetCommitRequest) -> None:
     w += _S_i.pack(obj.generation_id_or_member_epoch)
     write_string(w, obj.member_id)
     if obj.group_instance_id is not None:
-        raise absent_field_error("OffsetCommitRequest.group_instance_id", obj.group_instance_id, "7+")
+        raise absent_field_error(
+            "OffsetCommitRequest.group_instance_id",
+            obj.group_instance_id,
+            "7+",
+        )
     write_array(w, obj.topics, _encode_OffsetCommitRequest_OffsetCommitRequestTopic_v2)
 
 
@@ -336,7 +344,11 @@ def _encode_OffsetCommitRequest_v6(w: Writer, obj: OffsetCommitRequest) -> None:
     w += _S_i.pack(obj.generation_id_or_member_epoch)
     write_string(w, obj.member_id)
     if obj.group_instance_id is not None:
-        raise absent_field_error("OffsetCommitRequest.group_instance_id", obj.group_instance_id, "7+")
+        raise absent_field_error(
+            "OffsetCommitRequest.group_instance_id",
+            obj.group_instance_id,
+            "7+",
+        )
     write_array(w, obj.topics, _encode_OffsetCommitRequest_OffsetCommitRequestTopic_v6)
 
 

@@ -106,7 +106,7 @@ class OffsetFetchRequest(Message):
             self,
             *,
             name: str = "",  # versions 8-9
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 10
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 10+
             partition_indexes: list[int] | None = None,  # versions 8+
         ) -> None:
             self.name = name
@@ -221,7 +221,7 @@ class OffsetFetchResponse(Message):
             self,
             *,
             name: str = "",  # versions 8-9
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 10
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 10+
             partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] | None = None,  # versions 8+
         ) -> None:
             self.name = name

@@ -71,7 +71,7 @@ class ProduceRequest(Message):
             self,
             *,
             name: str = "",  # versions 0-12
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 13
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 13+
             partition_data: list[ProduceRequest.PartitionProduceData] | None = None,
         ) -> None:
             self.name = name
@@ -136,7 +136,7 @@ class ProduceResponse(Message):
             self,
             *,
             name: str = "",  # versions 0-12
-            topic_id: uuid.UUID = ZERO_UUID,  # versions 13
+            topic_id: uuid.UUID = ZERO_UUID,  # versions 13+
             partition_responses: list[ProduceResponse.PartitionProduceResponse] | None = None,
         ) -> None:
             self.name = name
@@ -464,7 +464,11 @@ def _encode_ProduceResponse_PartitionProduceResponse_v0(
 ) -> None:
     w += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+        raise absent_field_error(
+            "ProduceResponse.PartitionProduceResponse.current_leader",
+            obj.current_leader,
+            "10+",
+        )
 
 
 def _encode_ProduceResponse_TopicProduceResponse_v0(
@@ -542,7 +546,11 @@ def _encode_ProduceResponse_PartitionProduceResponse_v2(
 ) -> None:
     w += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+        raise absent_field_error(
+            "ProduceResponse.PartitionProduceResponse.current_leader",
+            obj.current_leader,
+            "10+",
+        )
 
 
 def _encode_ProduceResponse_TopicProduceResponse_v2(
@@ -611,7 +619,11 @@ def _encode_ProduceResponse_PartitionProduceResponse_v5(
         obj.log_start_offset,
     )
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+        raise absent_field_error(
+            "ProduceResponse.PartitionProduceResponse.current_leader",
+            obj.current_leader,
+            "10+",
+        )
 
 
 def _encode_ProduceResponse_TopicProduceResponse_v5(
@@ -703,7 +715,11 @@ def _encode_ProduceResponse_PartitionProduceResponse_v8(
     write_array(w, obj.record_errors, _encode_ProduceResponse_BatchIndexAndErrorMessage_v8)
     write_nullable_string(w, obj.error_message)
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+        raise absent_field_error(
+            "ProduceResponse.PartitionProduceResponse.current_leader",
+            obj.current_leader,
+            "10+",
+        )
 
 
 def _encode_ProduceResponse_TopicProduceResponse_v8(
@@ -804,7 +820,11 @@ def _encode_ProduceResponse_PartitionProduceResponse_v9(
     write_compact_array(w, obj.record_errors, _encode_ProduceResponse_BatchIndexAndErrorMessage_v9)
     write_compact_nullable_string(w, obj.error_message)
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        raise absent_field_error("ProduceResponse.PartitionProduceResponse.current_leader", obj.current_leader, "10+")
+        raise absent_field_error(
+            "ProduceResponse.PartitionProduceResponse.current_leader",
+            obj.current_leader,
+            "10+",
+        )
     w.append(0)  # no tagged fields
 
 
@@ -943,9 +963,10 @@ def _encode_ProduceResponse_PartitionProduceResponse_v10(
     write_compact_nullable_string(w, obj.error_message)
     tagged = []
     if obj.current_leader.leader_id != -1 or obj.current_leader.leader_epoch != -1:
-        tagged.append(
-            (0, tagged_value(_encode_ProduceResponse_LeaderIdAndEpoch_v10, obj.current_leader)),
-        )
+        tagged.append((0, tagged_value(
+            _encode_ProduceResponse_LeaderIdAndEpoch_v10,
+            obj.current_leader,
+        )))
     write_tagged_fields(w, tagged)
 
 
@@ -974,9 +995,11 @@ def _encode_ProduceResponse_v10(w: Writer, obj: ProduceResponse) -> None:
     w += _S_i.pack(obj.throttle_time_ms)
     tagged = []
     if obj.node_endpoints:
-        tagged.append(
-            (0, tagged_value(write_compact_array, obj.node_endpoints, _encode_ProduceResponse_NodeEndpoint_v10)),
-        )
+        tagged.append((0, tagged_value(
+            write_compact_array,
+            obj.node_endpoints,
+            _encode_ProduceResponse_NodeEndpoint_v10,
+        )))
     write_tagged_fields(w, tagged)
 
 
@@ -1037,9 +1060,11 @@ def _encode_ProduceResponse_v13(w: Writer, obj: ProduceResponse) -> None:
     w += _S_i.pack(obj.throttle_time_ms)
     tagged = []
     if obj.node_endpoints:
-        tagged.append(
-            (0, tagged_value(write_compact_array, obj.node_endpoints, _encode_ProduceResponse_NodeEndpoint_v10)),
-        )
+        tagged.append((0, tagged_value(
+            write_compact_array,
+            obj.node_endpoints,
+            _encode_ProduceResponse_NodeEndpoint_v10,
+        )))
     write_tagged_fields(w, tagged)
 
 

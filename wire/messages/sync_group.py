@@ -88,8 +88,8 @@ class SyncGroupRequest(Message):
         generation_id: int = 0,
         member_id: str = "",
         group_instance_id: str | None = None,  # versions 3+
-        protocol_type: str | None = None,  # versions 5
-        protocol_name: str | None = None,  # versions 5
+        protocol_type: str | None = None,  # versions 5+
+        protocol_name: str | None = None,  # versions 5+
         assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] | None = None,
     ) -> None:
         self.group_id = group_id
@@ -123,8 +123,8 @@ class SyncGroupResponse(Message):
         *,
         throttle_time_ms: int = 0,  # versions 1+
         error_code: int = 0,
-        protocol_type: str | None = None,  # versions 5
-        protocol_name: str | None = None,  # versions 5
+        protocol_type: str | None = None,  # versions 5+
+        protocol_name: str | None = None,  # versions 5+
         assignment: bytes = b"",
     ) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -257,7 +257,11 @@ def _encode_TxnOffsetCommitRequest_v0(w: Writer, obj: TxnOffsetCommitRequest) ->
     if obj.member_id != "":
         raise absent_field_error("TxnOffsetCommitRequest.member_id", obj.member_id, "3+")
     if obj.group_instance_id is not None:
-        raise absent_field_error("TxnOffsetCommitRequest.group_instance_id", obj.group_instance_id, "3+")
+        raise absent_field_error(
+            "TxnOffsetCommitRequest.group_instance_id",
+            obj.group_instance_id,
+            "3+",
+        )
     write_array(w, obj.topics, _encode_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0)
 
 
@@ -334,7 +338,11 @@ def _encode_TxnOffsetCommitRequest_v2(w: Writer, obj: TxnOffsetCommitRequest) ->
     if obj.member_id != "":
         raise absent_field_error("TxnOffsetCommitRequest.member_id", obj.member_id, "3+")
     if obj.group_instance_id is not None:
-        raise absent_field_error("TxnOffsetCommitRequest.group_instance_id", obj.group_instance_id, "3+")
+        raise absent_field_error(
+            "TxnOffsetCommitRequest.group_instance_id",
+            obj.group_instance_id,
+            "3+",
+        )
     write_array(w, obj.topics, _encode_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2)
 
 

@@ -63,7 +63,7 @@ class WriteTxnMarkersRequest(Message):
             transaction_result: bool = False,
             topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] | None = None,
             coordinator_epoch: int = 0,
-            transaction_version: int = 0,  # versions 2
+            transaction_version: int = 0,  # versions 2+
         ) -> None:
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch

@@ -16,7 +16,8 @@ from wire.primitives import EncodeError
 SPECS_DIR = codegen.specs_dir_from(None)
 needs_specs = pytest.mark.skipif(
     not SPECS_DIR.is_dir(),
-    reason=f"Kafka message specs not found at {SPECS_DIR} (set TRAFKA_KAFKA_SPECS to check the generated code)",
+    reason=f"Kafka message specs not found at {SPECS_DIR} "
+    "(set TRAFKA_KAFKA_SPECS to check the generated code)",
 )
 
 
@@ -156,7 +157,9 @@ def test_synthetic_round_trip(synthetic: type, version: int) -> None:
         payload=None if version >= 1 else b"\x00\x01",
         note="tagged" if version >= 2 else None,
         offsets=[2**63 - 1, -1] if version >= 2 else [],
-        owner=synthetic.Member(member_id="m", shared=[synthetic.Shared(flag=False)]) if version >= 1 else None,
+        owner=(
+            synthetic.Member(member_id="m", shared=[synthetic.Shared(flag=False)]) if version >= 1 else None
+        ),
         extra=synthetic.Shared(flag=False),
     )
     assert synthetic.decode(message.encode(version), version) == message

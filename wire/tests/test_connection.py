@@ -19,7 +19,9 @@ from wire.primitives import Message, Writer
 from wire.protocol import ApiKey, RequestHeader, decode_response_header, encode_request_header
 
 
-def frame(api_key: int, version: int, correlation_id: int, body: Message | bytes, client_id: str | None = "test") -> bytes:
+def frame(
+    api_key: int, version: int, correlation_id: int, body: Message | bytes, client_id: str | None = "test"
+) -> bytes:
     w = Writer()
     encode_request_header(w, RequestHeader(api_key, version, correlation_id, client_id))
     if isinstance(body, Message):
@@ -130,7 +132,8 @@ def test_large_frame_with_pipelined_tail() -> None:
         timeout_ms=100,
         topic_data=[
             ProduceRequest.TopicProduceData(
-                name="big", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(200_000))]
+                name="big",
+                partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bytes(200_000))],
             )
         ],
     )
@@ -296,7 +299,9 @@ def test_peer_closed_in_the_middle_of_the_size() -> None:
 # -- responses -------------------------------------------------------------------------------
 
 
-def parse_response(chunks: list, response_cls: type[Message], version: int, header_version: int) -> tuple[int, Message]:
+def parse_response(
+    chunks: list, response_cls: type[Message], version: int, header_version: int
+) -> tuple[int, Message]:
     data = join_chunks(chunks)
     (size,) = struct.unpack_from(">i", data)
     assert size == len(data) - 4

@@ -64,7 +64,9 @@ PRIMITIVES = {
 @cache
 def struct_strategy(message: type[Message], cls: type[Struct], version: int) -> st.SearchStrategy:
     fields = {
-        field.name: field_strategy(message, field, version) for field in cls.FIELDS if version in field.versions
+        field.name: field_strategy(message, field, version)
+        for field in cls.FIELDS
+        if version in field.versions
     }
     return st.builds(cls, **fields)
 
@@ -116,7 +118,9 @@ def test_truncated_input_raises_decode_error(cls: type[Message], version: int, d
 @pytest.mark.parametrize("cls", MESSAGES, ids=lambda cls: cls.__name__)
 @settings(max_examples=50, deadline=None)
 @given(garbage=st.binary(max_size=64), version_offset=st.integers(0, 20))
-def test_garbage_raises_decode_error_or_decodes(cls: type[Message], garbage: bytes, version_offset: int) -> None:
+def test_garbage_raises_decode_error_or_decodes(
+    cls: type[Message], garbage: bytes, version_offset: int
+) -> None:
     version = min(cls.MIN_VERSION + version_offset, cls.MAX_VERSION)
     try:
         cls.decode(garbage, version)
@@ -224,7 +228,9 @@ def test_nested_structs_are_scoped_in_the_message_class() -> None:
     assert FetchResponse.PartitionData.__qualname__ == "FetchResponse.PartitionData"
     assert FetchResponse.AbortedTransaction.__qualname__ == "FetchResponse.AbortedTransaction"
     # common structs too
-    assert ConsumerProtocolAssignment.TopicPartition.__qualname__ == "ConsumerProtocolAssignment.TopicPartition"
+    assert ConsumerProtocolAssignment.TopicPartition.__qualname__ == (
+        "ConsumerProtocolAssignment.TopicPartition"
+    )
 
 
 def test_field_names_are_snake_case_of_the_spec() -> None:
@@ -294,7 +300,9 @@ def test_class_constants() -> None:
 
 
 def test_tagged_fields_are_written_only_when_not_default() -> None:
-    plain = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=0, min_version=3, max_version=13)])
+    plain = ApiVersionsResponse(
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=0, min_version=3, max_version=13)]
+    )
     assert plain.encode(3).endswith(b"\x00")  # no tagged fields
     tagged = ApiVersionsResponse(finalized_features_epoch=5, zk_migration_ready=True)
     encoded = tagged.encode(3)
@@ -306,7 +314,9 @@ def test_tagged_struct_field() -> None:
     partition = FetchResponse.PartitionData(
         partition_index=3, current_leader=FetchResponse.LeaderIdAndEpoch(leader_id=2, leader_epoch=9)
     )
-    response = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])])
+    response = FetchResponse(
+        responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])]
+    )
     decoded = FetchResponse.decode(response.encode(12), 12)
     assert decoded.responses[0].partitions[0].current_leader.leader_id == 2
     assert decoded == response
@@ -350,7 +360,9 @@ def test_non_ignorable_struct_field_missing_from_the_version_is_an_error() -> No
     partition = ProduceResponse.PartitionProduceResponse(
         current_leader=ProduceResponse.LeaderIdAndEpoch(leader_id=1, leader_epoch=2)
     )
-    response = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(partition_responses=[partition])])
+    response = ProduceResponse(
+        responses=[ProduceResponse.TopicProduceResponse(partition_responses=[partition])]
+    )
     response.encode(10)
     with pytest.raises(EncodeError, match=r"ProduceResponse v9: .*current_leader"):
         response.encode(9)
@@ -399,7 +411,10 @@ def test_encode_into_keeps_file_slices_separate(tmp_path) -> None:
             responses=[
                 FetchResponse.FetchableTopicResponse(
                     topic="t",
-                    partitions=[FetchResponse.PartitionData(partition_index=i, records=s) for i, s in enumerate(slices)],
+                    partitions=[
+                        FetchResponse.PartitionData(partition_index=i, records=s)
+                        for i, s in enumerate(slices)
+                    ],
                 )
             ]
         )
