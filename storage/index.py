@@ -1,6 +1,7 @@
-"""Sparse segment indexes in Kafka's on-disk format: the offset index and the time index.
+"""Segment indexes in Kafka's on-disk format: offset index, time index, transaction index.
 
-Both are files of fixed-size big-endian entries, sorted, memory-mapped while open:
+The offset and time indexes are sparse files of fixed-size big-endian entries, sorted,
+memory-mapped while open:
 
 * ``.index`` (``OffsetIndex``), 8 bytes per entry: relative offset (int32, offset minus the
   segment's base offset) and the byte position in the ``.log`` file (int32) of the batch whose
@@ -14,6 +15,9 @@ the log is scanned forward from there. Like Kafka, a writable index file is prea
 segment stops being active or is closed; an index file found on disk is taken to be all entries.
 Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
 and rebuilt by the caller.
+
+The ``.txnindex`` (``TransactionIndex``) lists the aborted transactions whose ABORT markers lie in
+the segment, so that Fetch can tell read-committed consumers which records to skip.
 """
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ import os
 import struct
 import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
+from typing import NamedTuple
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
@@ -189,6 +194,12 @@ class OffsetIndex(_MappedIndex):
         slot = bisect_right(positions, position) - 1
         return (self.base_offset + relative_offsets[slot], positions[slot]) if slot >= 0 else (self.base_offset, 0)
 
+    def upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or after byte ``position``; None if there is none."""
+        relative_offsets, positions = self._columns()
+        slot = bisect_left(positions, position)
+        return self.base_offset + relative_offsets[slot] if slot < len(positions) else None
+
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
             raise ValueError(f"attempt to append to the full index {self.path} ({self.entries} entries)")
@@ -345,3 +356,85 @@ class TimeIndex(_MappedIndex):
                 f"time index {self.path} has offsets [{first_offset}, {last_offset}] that are "
                 f"unsorted or below its base offset {self.base_offset}"
             )
+
+
+_ABORTED_TXN = struct.Struct(">hqqqq")  # version, producer_id, first_offset, last_offset, last_stable_offset
+ABORTED_TXN_VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction: its producer, its offsets (``last_offset`` is the ABORT marker's)
+    and the last stable offset right after the marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class TransactionIndex:
+    """The aborted transactions whose markers lie in a segment (``.txnindex`` files).
+
+    Kafka's format: 34-byte entries of version (int16, 0), producer id, first offset, last offset
+    and last stable offset (int64 each), in the order the markers were written. The file exists
+    only once a transaction has been aborted in the segment; it is read on first use.
+    """
+
+    entry_size = _ABORTED_TXN.size
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[AbortedTxn] | None = None
+
+    @property
+    def entries(self) -> list[AbortedTxn]:
+        if self._entries is None:
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            whole = len(data) - len(data) % self.entry_size
+            self._entries = [AbortedTxn(*fields[1:]) for fields in _ABORTED_TXN.iter_unpack(data[:whole])]
+        return self._entries
+
+    def append(self, txn: AbortedTxn) -> None:
+        entries = self.entries
+        if entries and txn.last_offset <= entries[-1].last_offset:
+            raise ValueError(
+                f"aborted transaction ending at {txn.last_offset} does not follow the last one in "
+                f"{self.path}, ending at {entries[-1].last_offset}"
+            )
+        with open(self.path, "ab") as file:
+            file.write(_ABORTED_TXN.pack(ABORTED_TXN_VERSION, *txn))
+        entries.append(txn)
+
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``, and whether
+        the search is complete (no later segment can hold more)."""
+        found = []
+        for txn in self.entries:
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                found.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return found, True
+        return found, False
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the transactions whose marker is at or after ``offset``."""
+        entries = self.entries
+        keep = 0
+        while keep < len(entries) and entries[keep].last_offset < offset:
+            keep += 1
+        if keep < len(entries) or (self.path.exists() and self.path.stat().st_size != keep * self.entry_size):
+            del entries[keep:]
+            if self.path.exists():
+                os.truncate(self.path, keep * self.entry_size)
+
+    def sanity_check(self) -> None:
+        if self.path.exists():
+            size = self.path.stat().st_size
+            if size % self.entry_size:
+                raise CorruptIndexError(
+                    f"transaction index {self.path} is corrupt: its {size} bytes are not a multiple of "
+                    f"the {self.entry_size}-byte entry size"
+                )

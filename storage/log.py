@@ -7,7 +7,9 @@ Kafka would, and write all the request's bytes with one ``write`` call. A reques
 rejected leaves the log, its files and the producer state exactly as they were.
 
 Reads (``read``) return a ``FileSlice`` of whole batches of one segment, starting with the batch
-that holds the requested offset, for the broker to send with ``sendfile``.
+that holds the requested offset, for the broker to send with ``sendfile``. Transactions aborted by
+an append are recorded in the active segment's transaction index, from which read-committed
+fetches learn which records to skip.
 
 ``Log.open`` loads a partition directory after a restart: leftover temporary files are handled,
 each segment's indexes are sanity-checked and rebuilt when missing or corrupt, and after an
@@ -36,9 +38,9 @@ from pathlib import Path
 from storage import files
 from storage.checkpoints import atomic_write, fsync_dir
 from storage.config import LogConfig
-from storage.index import CorruptIndexError
+from storage.index import AbortedTxn, CorruptIndexError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, LeaderEpochCache
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import AppendedBatch, LogSegment, next_offset_in_file
 from storage.topics import topic_id_from_string, topic_id_to_string
 from wire.chunks import FileSlice
@@ -82,6 +84,9 @@ class FetchInfo:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+    # With ``read(..., include_aborted_transactions=True)``: the aborted transactions overlapping
+    # the records returned, for read-committed consumers; otherwise None.
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 def _now_ms(now_ms: int | None) -> int:
@@ -280,7 +285,7 @@ class Log:
         except BaseException:
             producer_state.abort_append()
             raise
-        producer_state.commit_append()
+        self._index_aborted_transactions(producer_state.commit_append())
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         record_count = sum(header.record_count for _, header in batches)
@@ -323,7 +328,7 @@ class Log:
         except BaseException:
             producer_state.abort_append()
             raise
-        producer_state.commit_append()
+        self._index_aborted_transactions(producer_state.commit_append())
         for _, header in batches:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -413,6 +418,14 @@ class Log:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append to {segment.log_path} failed: {e}") from e
         self._log_end_offset = batches[-1].last_offset + 1
 
+    def _index_aborted_transactions(self, completed: Sequence[CompletedTxn]) -> None:
+        """Record the transactions an append aborted in the active segment's transaction index."""
+        for txn in completed:
+            if txn.is_aborted:
+                self._segments[-1].txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+                )
+
     def _after_append(self, record_count: int, now_ms: int) -> None:
         self._unflushed_messages += record_count
         config = self.config
@@ -477,13 +490,21 @@ class Log:
     # -- reading -------------------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        include_aborted_transactions: bool = False,
     ) -> FetchInfo:
         """Whole batches from the one holding ``offset``: up to ``max_bytes`` (at least one batch
         with ``min_one_batch``), none starting at or after ``max_offset``, all from one segment.
 
-        ``records`` is None when there is nothing to return. Raises ``KafkaError(OFFSET_OUT_OF_RANGE)``
-        for an offset below the log start offset or above the log end offset.
+        ``records`` is None when there is nothing to return. With ``include_aborted_transactions``
+        (read-committed fetches), ``aborted_transactions`` lists the aborted transactions that
+        overlap the records. Raises ``KafkaError(OFFSET_OUT_OF_RANGE)`` for an offset below the log
+        start offset or above the log end offset.
         """
         log_end_offset = self._log_end_offset
         if offset < self.log_start_offset or offset > log_end_offset:
@@ -495,6 +516,7 @@ class Log:
             )
         bound = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
         records = None
+        aborted: list[AbortedTxn] | None = [] if include_aborted_transactions else None
         if offset < bound and (max_bytes > 0 or min_one_batch):
             index = self._segment_index(offset)
             for i in range(index, len(self._segments)):
@@ -510,6 +532,8 @@ class Log:
                 records = segment.slice_from(
                     first, max_bytes, end_position=end_position, min_one_batch=min_one_batch
                 )
+                if records is not None and aborted is not None:
+                    aborted = self._aborted_transactions(i, offset, records.position + records.size)
                 break
         return FetchInfo(
             records=records,
@@ -517,7 +541,24 @@ class Log:
             log_start_offset=self.log_start_offset,
             log_end_offset=log_end_offset,
             last_stable_offset=self.last_stable_offset,
+            aborted_transactions=aborted,
         )
+
+    def _aborted_transactions(self, segment_index: int, offset: int, end_position: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping the records read from ``offset`` up to byte
+        ``end_position`` of segment ``segment_index``: their markers lie in that segment or later."""
+        segment = self._segments[segment_index]
+        upper_bound = segment.upper_bound_offset(end_position)
+        if upper_bound is None:
+            next_index = segment_index + 1
+            upper_bound = self._base_offsets[next_index] if next_index < len(self._segments) else self._log_end_offset
+        found: list[AbortedTxn] = []
+        for later in self._segments[segment_index:]:
+            txns, complete = later.txn_index.collect(offset, upper_bound)
+            found += txns
+            if complete:
+                break
+        return found
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment that would hold ``offset`` (the last one based at or below it)."""

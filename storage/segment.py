@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from storage import files
 from storage.config import LogConfig
-from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
 from wire.chunks import FileSlice
 from wire.errors import ErrorCode, KafkaError
 from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, BatchScan, RecordBatch, TimestampType
@@ -85,7 +85,7 @@ class LogSegment:
         self.log_path = files.log_file(directory, base_offset, suffix)
         self.offset_index_path = files.offset_index_file(directory, base_offset, suffix)
         self.time_index_path = files.time_index_file(directory, base_offset, suffix)
-        self.txn_index_path = files.txn_index_file(directory, base_offset, suffix)  # kept with the segment
+        self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix))
         # Unbuffered, append-only writes; reads go through pread on the descriptor.
         self.file = open(self.log_path, "ab+", buffering=0)
         self.size = os.fstat(self.file.fileno()).st_size
@@ -114,6 +114,10 @@ class LogSegment:
             self._time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes)
         return self._time_index
 
+    @property
+    def txn_index_path(self) -> Path:
+        return self.txn_index.path
+
     def indexes_exist(self) -> bool:
         return self.offset_index_path.exists() and self.time_index_path.exists()
 
@@ -123,6 +127,7 @@ class LogSegment:
             raise CorruptIndexError(f"index files of segment {self.log_path} are missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.size)
+        self.txn_index.sanity_check()
         last_offset_in_index = max(self.offset_index.last_offset, self.time_index.last_entry[1])
         if self.size and last_offset_in_index >= self.base_offset:
             last_batch = self._last_batch_from(self.offset_index.lookup(last_offset_in_index)[1])
@@ -293,6 +298,11 @@ class LogSegment:
             end = batch.end
         return FileSlice(self.file, first.position, end - first.position)
 
+    def upper_bound_offset(self, position: int) -> int | None:
+        """An offset at or after the batch beginning at byte ``position`` (from the index); None
+        when the index has no entry that far."""
+        return self.offset_index.upper_bound_offset(position)
+
     def position_bound(self, max_offset: int) -> int:
         """The byte position where batches with ``base_offset >= max_offset`` begin."""
         batch = self.translate_offset(max_offset)
@@ -426,6 +436,7 @@ class LogSegment:
             )
             os.ftruncate(fd, valid_bytes)
             self.size = valid_bytes
+        self.txn_index.truncate_to(previous_last_offset + 1)
         offset_index.trim_to_valid_size()
         time_index.maybe_append(max_timestamp, offset_of_max_timestamp, skip_full_check=True)
         time_index.trim_to_valid_size()
@@ -439,6 +450,7 @@ class LogSegment:
         batch = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_bytes)
         if batch is None:
             return 0
@@ -462,12 +474,17 @@ class LogSegment:
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the segment's files, e.g. to ``.deleted`` before removing them."""
-        for attribute in ("log_path", "offset_index_path", "time_index_path", "txn_index_path"):
-            path: Path = getattr(self, attribute)
+
+        def rename(path: Path) -> Path:
             new_path = path.with_name(path.name.removesuffix(old_suffix) + new_suffix)
             if path.exists():
                 os.replace(path, new_path)
-            setattr(self, attribute, new_path)
+            return new_path
+
+        self.log_path = rename(self.log_path)
+        self.offset_index_path = rename(self.offset_index_path)
+        self.time_index_path = rename(self.time_index_path)
+        self.txn_index.path = rename(self.txn_index.path)
         if self._offset_index is not None:
             self._offset_index.path = self.offset_index_path
         if self._time_index is not None:

@@ -421,3 +421,40 @@ def _model_read(model, config, offset, max_bytes, max_offset, min_one, log) -> b
         out.append(stored)
         size += len(stored)
     return b"".join(out)
+
+
+def test_aborted_transactions_are_indexed_for_read_committed_fetches(tmp_path: Path, make_batch) -> None:
+    import struct
+
+    from storage.index import AbortedTxn
+    from wire.records import ControlRecordType, build_control_batch
+
+    log = _log(tmp_path)
+
+    def transactional(producer_id: int, sequence: int) -> bytearray:
+        return make_batch(2, 40, producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=True)
+
+    def marker(kind: ControlRecordType, producer_id: int) -> None:
+        batch = bytearray(build_control_batch(kind, producer_id, 0, 0, timestamp=5000))
+        log.append(batch, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+
+    log.append(transactional(1, 0), leader_epoch=0)  # 0-1
+    log.append(transactional(2, 0), leader_epoch=0)  # 2-3
+    log.append(transactional(1, 2), leader_epoch=0)  # 4-5
+    marker(ControlRecordType.ABORT, 1)  # 6
+    marker(ControlRecordType.COMMIT, 2)  # 7
+    log.append(make_batch(1), leader_epoch=0)  # 8
+    log.update_high_watermark(log.log_end_offset)
+    aborted = AbortedTxn(producer_id=1, first_offset=0, last_offset=6, last_stable_offset=2)
+    assert log.read(0, 10**6, include_aborted_transactions=True).aborted_transactions == [aborted]
+    assert log.read(7, 10**6, include_aborted_transactions=True).aborted_transactions == []
+    assert log.read(0, 10**6).aborted_transactions is None
+    txn_index = log.active_segment.txn_index_path
+    assert txn_index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 6, 2)
+    log.close()
+    reopened = Log.open(log.dir, LogConfig(), recovery_point=0)
+    assert reopened.read(3, 10**6, include_aborted_transactions=True).aborted_transactions == [aborted]
+    reopened.truncate_to(6)
+    assert reopened.read(0, 10**6, include_aborted_transactions=True).aborted_transactions == []
+    assert txn_index.read_bytes() == b""
+    reopened.close()
