@@ -661,7 +661,9 @@ class Message(Struct):
         return cls.FIRST_FLEXIBLE_VERSION is not None and version >= cls.FIRST_FLEXIBLE_VERSION
 
     @classmethod
-    def decode(cls: type[T], buf: bytes | bytearray | memoryview, version: int, *, exact: bool = True) -> T:
+    def decode(
+        cls: type[T], buf: bytes | bytearray | memoryview, version: int, *, exact: bool = True
+    ) -> T:
         """Decodes ``buf`` (the body, after any header) at ``version``.
 
         With ``exact`` bytes left over after the message are an error. Request bodies are decoded

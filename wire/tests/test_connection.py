@@ -243,6 +243,14 @@ def test_body_that_does_not_decode() -> None:
         conn.next_request()
 
 
+def test_trailing_bytes_after_a_request_body_are_ignored() -> None:
+    # As in Apache Kafka: some clients append bytes that their version does not define.
+    conn = ServerConnection()
+    conn.receive_data(frame(ApiKey.METADATA, 13, 4, METADATA.encode(13) + b"\x00"))
+    request = conn.next_request()
+    assert isinstance(request, Request) and request.body == METADATA
+
+
 def test_protocol_error_is_sticky() -> None:
     conn = ServerConnection()
     conn.receive_data(struct.pack(">i", -1))
