@@ -88,6 +88,8 @@ class LogManager:
 
         ``topic_configs`` gives the config of topics that override the default one.
         """
+        if self._loaded:
+            raise RuntimeError(f"{self.data_dir} is already loaded")
         topic_configs = topic_configs or {}
         now = _now_ms(now_ms)
         self.data_dir.mkdir(parents=True, exist_ok=True)
