@@ -246,8 +246,9 @@ class GroupCoordinator:
 
     async def _load_partition(self, partition: Partition) -> int:
         storage_log = partition.log
+        # Like Kafka's coordinator loader, read to the log end: every record there was acknowledged.
         offset = storage_log.log_start_offset
-        end = storage_log.high_watermark
+        end = storage_log.log_end_offset
         count = 0
         while offset < end:
             info = storage_log.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_batch=True)
