@@ -1,0 +1,120 @@
+"""Bad group requests against a real broker process, sent as raw Kafka requests: each gets Kafka's
+error code, and a real consumer group on the same broker keeps working throughout."""
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+
+from compat_tests.test_groups_consumers import Member, owned_once, wait_for
+from wire.errors import ErrorCode
+from wire.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
+from wire.primitives import Writer
+from wire.protocol import RESPONSES, RequestHeader, decode_response_header, encode_request_header, response_header_version
+
+SUBSCRIPTION = struct.pack(">hi", 0, 0) + struct.pack(">i", -1)
+
+
+class RawClient:
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        self.correlation_id = 0
+
+    def request(self, message, version: int):
+        self.correlation_id += 1
+        writer = Writer()
+        encode_request_header(writer, RequestHeader(message.API_KEY, version, self.correlation_id, "raw-tests"))
+        message.encode_into(writer, version)
+        body = writer.to_bytes()
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", self._read(4))
+        frame = memoryview(self._read(size))
+        _, position = decode_response_header(frame, response_header_version(message.API_KEY, version))
+        return RESPONSES[message.API_KEY].decode(frame[position:], version)
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("broker closed the connection")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _join(client: RawClient, group: str, member_id: str = "", session_timeout_ms: int = 6000):
+    return client.request(JoinGroupRequest(
+        group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=10000, member_id=member_id,
+        protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                                       metadata=SUBSCRIPTION)]), 9)
+
+
+@pytest.fixture
+def raw(broker):
+    client = RawClient(broker.bootstrap)
+    yield client
+    client.close()
+
+
+def test_bad_group_requests_get_kafkas_errors_while_a_real_group_keeps_working(broker, topic, raw):
+    name = topic(partitions=6)
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    members = [Member("confluent-kafka", broker.bootstrap, group, name).start() for _ in range(2)]
+    try:
+        wait_for(lambda: owned_once(members), members, "a stable real group")
+        assert _join(raw, "").error_code == ErrorCode.INVALID_GROUP_ID
+        assert _join(raw, "g" * 40_000).error_code == ErrorCode.INVALID_GROUP_ID
+        assert _join(raw, group, session_timeout_ms=10).error_code == ErrorCode.INVALID_SESSION_TIMEOUT
+        assert _join(raw, group, member_id="not-a-member").error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        heartbeat = raw.request(HeartbeatRequest(group_id=group, generation_id=1, member_id="nobody"), 4)
+        assert heartbeat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        sync = raw.request(SyncGroupRequest(group_id=group, generation_id=99, member_id="nobody", assignments=[]), 5)
+        assert sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        commit = raw.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=name, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 9)
+        assert commit.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID  # not a member, group not empty
+        mismatched = raw.request(JoinGroupRequest(
+            group_id=group, session_timeout_ms=6000, rebalance_timeout_ms=10000, member_id="",
+            protocol_type="connect", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="x", metadata=b"")]), 5)
+        assert mismatched.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        # The real members saw none of this.
+        assert owned_once(members) and all(len(m.assignments) <= 2 for m in members)
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_wrong_generation_and_heartbeats_after_expiry(broker, raw):
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    first = _join(raw, group)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    joined = _join(raw, group, member_id=first.member_id)
+    assert joined.error_code == 0
+    synced = raw.request(SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
+                                          member_id=joined.member_id, assignments=[]), 5)
+    assert synced.error_code == 0
+    stale = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id + 5,
+                                         member_id=joined.member_id), 4)
+    assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
+    commit = raw.request(OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=joined.generation_id - 1, member_id=joined.member_id,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+            OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 9)
+    assert commit.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+
+    def expired():
+        response = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
+                                                member_id=joined.member_id), 4)
+        return response.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+    time.sleep(6.5)  # session.timeout.ms=6000 with no heartbeat
+    assert expired()
