@@ -1,0 +1,248 @@
+"""Produce, Fetch, ListOffsets, InitProducerId and the connection's rules, against an in-process broker
+over a real TCP socket."""
+from __future__ import annotations
+
+import struct
+
+import trio
+
+from broker.tests.conftest import KafkaClient, RunningBroker
+from wire.errors import ErrorCode
+from wire.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CreateTopicsRequest,
+    FetchRequest,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from wire.primitives import Writer
+from wire.protocol import ApiKey, RequestHeader, encode_request_header
+from wire.records import Compression, RecordBatch, SimpleRecord, build_batch, iter_batches
+
+FETCH_VERSION = 12
+PRODUCE_VERSION = 9
+
+
+async def create_topic(client: KafkaClient, name: str, partitions: int = 1, **configs: str) -> None:
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=1,
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+    )
+    response = await client.request(CreateTopicsRequest(topics=[topic], timeout_ms=5000), 5)
+    assert response.topics[0].error_code == ErrorCode.NONE
+
+
+def produce_request(topic: str, batch: bytes, *, partition: int = 0, acks: int = -1) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)]
+            )
+        ],
+    )
+
+
+def fetch_request(topic: str, offset: int, *, max_wait_ms: int = 0, min_bytes: int = 1) -> FetchRequest:
+    return FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)],
+            )
+        ],
+    )
+
+
+async def produce(client: KafkaClient, topic: str, batch: bytes, **kwargs):
+    response = await client.request(produce_request(topic, batch, **kwargs), PRODUCE_VERSION)
+    return response.responses[0].partition_responses[0]
+
+
+async def fetch(client: KafkaClient, topic: str, offset: int, **kwargs):
+    response = await client.request(fetch_request(topic, offset, **kwargs), FETCH_VERSION)
+    assert response.error_code == ErrorCode.NONE
+    return response.responses[0].partitions[0]
+
+
+def values(records: memoryview | bytes | None) -> list[tuple[int, bytes | None]]:
+    out = []
+    for batch in iter_batches(bytes(records or b"")):
+        out += [(r.offset, r.value) for r in batch.records()]
+    return out
+
+
+async def test_produce_then_fetch_returns_the_batches_with_offsets_assigned(client: KafkaClient):
+    await create_topic(client, "orders")
+    first = await produce(client, "orders", build_batch([SimpleRecord(b"k", b"a"), SimpleRecord(b"k", b"b")]))
+    second = await produce(client, "orders", build_batch([SimpleRecord(None, b"c")], compression=Compression.ZSTD))
+    assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
+    assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 2)
+    partition = await fetch(client, "orders", 0)
+    assert partition.high_watermark == 3
+    assert values(partition.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    # Reading from inside a batch returns the whole batch, as Kafka does; the client skips ahead.
+    assert values((await fetch(client, "orders", 1)).records)[0] == (0, b"a")
+
+
+async def test_long_poll_fetch_is_woken_by_an_append(client: KafkaClient, broker: RunningBroker):
+    await create_topic(client, "events")
+    producer = await broker.client()
+    result = {}
+
+    async def waiting_fetch():
+        result["partition"] = await fetch(client, "events", 0, max_wait_ms=60_000)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiting_fetch)
+        await trio.testing.wait_all_tasks_blocked()
+        await produce(producer, "events", build_batch([SimpleRecord(None, b"wake up")]))
+    # Answered with the data long before max_wait_ms: the append woke the fetch.
+    assert values(result["partition"].records) == [(0, b"wake up")]
+
+
+async def test_fetch_at_the_end_waits_out_max_wait_and_returns_nothing(client: KafkaClient):
+    await create_topic(client, "quiet")
+    partition = await fetch(client, "quiet", 0, max_wait_ms=50)
+    assert partition.error_code == ErrorCode.NONE
+    assert not partition.records
+
+
+async def test_fetch_out_of_range(client: KafkaClient):
+    await create_topic(client, "short")
+    await produce(client, "short", build_batch([SimpleRecord(None, b"x")]))
+    partition = await fetch(client, "short", 5)
+    assert partition.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert partition.high_watermark == 1
+
+
+async def test_produce_to_unknown_topic_does_not_create_it(client: KafkaClient, broker: RunningBroker):
+    response = await produce(client, "nowhere", build_batch([SimpleRecord(None, b"x")]))
+    assert response.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.broker.topics.get("nowhere") is None
+
+
+async def test_metadata_auto_creates_topics(client: KafkaClient, broker: RunningBroker):
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="fresh")], allow_auto_topic_creation=True)
+    response = await client.request(request, 12)
+    assert response.topics[0].error_code == ErrorCode.NONE
+    assert [p.partition_index for p in response.topics[0].partitions] == [0]
+    assert response.topics[0].topic_id == broker.broker.topics.get("fresh").topic_id
+
+
+async def test_corrupt_batch_is_rejected_and_nothing_is_stored(client: KafkaClient, broker: RunningBroker):
+    await create_topic(client, "safe")
+    await produce(client, "safe", build_batch([SimpleRecord(None, b"kept")]))
+    corrupt = bytearray(build_batch([SimpleRecord(None, b"lost")]))
+    corrupt[-1] ^= 0xFF
+    response = await produce(client, "safe", bytes(corrupt))
+    assert response.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert broker.broker.topics.partition("safe", 0).log_end_offset == 1
+    assert values((await fetch(client, "safe", 0)).records) == [(0, b"kept")]
+
+
+async def test_idempotent_retry_gets_the_original_offsets_and_gaps_are_refused(client: KafkaClient):
+    await create_topic(client, "idem")
+    init = await client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4)
+    assert init.error_code == ErrorCode.NONE
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def batch(sequence: int, value: bytes) -> bytes:
+        return build_batch(
+            [SimpleRecord(None, value)], producer_id=pid, producer_epoch=epoch, base_sequence=sequence
+        )
+
+    assert (await produce(client, "idem", batch(0, b"a"))).base_offset == 0
+    assert (await produce(client, "idem", batch(1, b"b"))).base_offset == 1
+    retry = await produce(client, "idem", batch(0, b"a"))
+    assert (retry.error_code, retry.base_offset) == (ErrorCode.NONE, 0)
+    gap = await produce(client, "idem", batch(5, b"z"))
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert values((await fetch(client, "idem", 0)).records) == [(0, b"a"), (1, b"b")]
+
+
+async def test_list_offsets_earliest_latest_and_by_timestamp(client: KafkaClient):
+    await create_topic(client, "timed")
+    for i, ts in enumerate((1000, 2000, 3000)):
+        await produce(client, "timed", build_batch([SimpleRecord(None, b"%d" % i, timestamp=ts)]))
+
+    async def offset_for(timestamp: int):
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name="timed",
+                    partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)],
+                )
+            ],
+        )
+        partition = (await client.request(request, 7)).topics[0].partitions[0]
+        assert partition.error_code == ErrorCode.NONE
+        return partition.offset, partition.timestamp
+
+    assert await offset_for(-2) == (0, -1)
+    assert await offset_for(-1) == (3, -1)
+    assert await offset_for(1500) == (1, 2000)
+    assert await offset_for(9999) == (-1, -1)
+    assert await offset_for(-3) == (2, 3000)
+
+
+async def test_acks_zero_gets_no_response_and_later_responses_stay_in_order(client: KafkaClient, broker: RunningBroker):
+    await create_topic(client, "fire")
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, PRODUCE_VERSION, 999, "t"))
+    produce_request("fire", build_batch([SimpleRecord(None, b"x")]), acks=0).encode_into(writer, PRODUCE_VERSION)
+    body = writer.to_bytes()
+    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    # The next request's response is the next thing on the wire (the conftest client checks the
+    # correlation id), so the acks=0 request was answered with nothing.
+    response = await client.request(ApiVersionsRequest(), 3)
+    assert response.error_code == ErrorCode.NONE
+    assert broker.broker.topics.partition("fire", 0).log_end_offset == 1
+
+
+async def test_api_versions_lists_the_registry_and_answers_unknown_versions_with_v0(client: KafkaClient):
+    response = await client.request(ApiVersionsRequest(), 3)
+    produce_range = next(k for k in response.api_keys if k.api_key == ApiKey.PRODUCE)
+    assert (produce_range.min_version, produce_range.max_version) == (0, 13)
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(ApiKey.API_VERSIONS, 99, 7, "future"))
+    body = writer.to_bytes()
+    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    frame = await client._receive_frame()
+    (correlation_id,) = struct.unpack_from(">i", frame)
+    assert correlation_id == 7
+    v0 = ApiVersionsResponse.decode(memoryview(frame)[4:], 0)
+    assert v0.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert {k.api_key for k in v0.api_keys} == {k.api_key for k in response.api_keys}
+
+
+async def test_produce_v2_closes_the_connection_and_others_are_served(client: KafkaClient, broker: RunningBroker):
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, 2, 1, "old"))
+    body = writer.to_bytes() + b"\x00" * 16
+    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    assert await client.stream.receive_some(100) == b""
+    other = await broker.client()
+    assert (await other.request(ApiVersionsRequest(), 3)).error_code == ErrorCode.NONE
+
+
+async def test_records_on_disk_are_the_produced_bytes(client: KafkaClient, broker: RunningBroker):
+    await create_topic(client, "exact")
+    batch = build_batch([SimpleRecord(b"k", b"v", headers=[("h", b"1")])], compression=Compression.LZ4)
+    await produce(client, "exact", batch)
+    fetched = bytes((await fetch(client, "exact", 0)).records)
+    # Only the base offset (bytes 0-8) and partition leader epoch (12-16) may differ: both lie
+    # outside the CRC, which the broker leaves as the producer computed it.
+    assert fetched[8:12] == batch[8:12]
+    assert fetched[16:] == batch[16:]
+    assert RecordBatch(fetched).is_valid()
