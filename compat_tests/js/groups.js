@@ -28,18 +28,17 @@ async function main(command) {
     Object.keys(assignments).length === command.members &&
     Object.values(assignments).every(partitions => partitions.length > 0)
 
-  for (let member = 0; member < command.members; member++) {
+  // Every member connects, subscribes and starts at once, as separate processes would.
+  const start = async member => {
     const consumer = kafka.consumer({ groupId: command.groupId, sessionTimeout: 6000, heartbeatInterval: 1000 })
     consumer.on(consumer.events.GROUP_JOIN, event => {
       const topics = event.payload.memberAssignment
       assignments[member] = (topics[command.topic] || []).slice().sort((a, b) => a - b)
       if (joinMs === null && allAssigned()) joinMs = Date.now() - started
     })
+    consumers.push(consumer)
     await consumer.connect()
     await consumer.subscribe({ topics: [command.topic], fromBeginning: true })
-    consumers.push(consumer)
-  }
-  for (const [member, consumer] of consumers.entries()) {
     await consumer.run({
       autoCommit: false,
       eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
@@ -55,6 +54,7 @@ async function main(command) {
       },
     })
   }
+  await Promise.all(Array.from({ length: command.members }, (_, member) => start(member)))
   const deadline = Date.now() + (command.timeoutMs || 60000)
   while (!(consumed.length >= command.expected && allAssigned()) && Date.now() < deadline) {
     await new Promise(resolve => setTimeout(resolve, 50))
