@@ -21,6 +21,7 @@ import base64
 import concurrent.futures
 import itertools
 import json
+import logging
 import shutil
 import subprocess
 import time
@@ -35,6 +36,7 @@ from wire.errors import ErrorCode
 #: Bound for every client operation, so that a broker that stops answering fails a test instead of hanging it.
 OPERATION_TIMEOUT = 20.0
 JS_DRIVER = Path(__file__).parent / "js" / "driver.js"
+_LIBRDKAFKA_LOGGER = logging.getLogger("librdkafka")
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 
 
@@ -90,15 +92,17 @@ class Client:
     """The operations every test uses; an adapter sets `capabilities` for what its client cannot do."""
 
     name: ClassVar[str]
-    #: produce: per_message_headers, per_message_timestamps, per_message_partition, delivery_offsets;
-    #: admin; list_offsets; consume.
+    #: What the client can do beyond produce and consume: per_message_headers, per_message_timestamps,
+    #: per_message_partition (when producing), admin, list_offsets.
     capabilities: ClassVar[frozenset[str]]
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
 
-    def produce(self, topic: str, messages: Sequence[Message], *, compression: str = "none") -> list[Delivery]:
-        """Produce `messages` in order (each acknowledged before returning); raises ClientError."""
+    def produce(self, topic: str, messages: Sequence[Message], *, compression: str = "none",
+                **settings: object) -> list[Delivery]:
+        """Produce `messages` in order and wait for every acknowledgement; raises ClientError.
+        `settings` are producer settings in the client's own names (``acks=0``, ``linger.ms``...)."""
         raise NotImplementedError
 
     def consume(self, topic: str, count: int, *, partitions: Iterable[int] | None = None, offset: int | None = None,
@@ -154,18 +158,18 @@ def _timed_out(client: str, records: Sequence[Consumed], count: int, timeout: fl
 class KafkaPythonClient(Client):
     name = "kafka-python"
     capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
-                              "delivery_offsets", "admin", "list_offsets", "consume"})
+                              "admin", "list_offsets"})
 
     def _error(self, exc: Exception) -> ClientError:
         return ClientError(self.name, error_name(getattr(exc, "errno", None)), repr(exc))
 
-    def produce(self, topic, messages, *, compression="none"):
+    def produce(self, topic, messages, *, compression="none", **settings):
         from kafka import KafkaProducer
         import kafka.errors
 
         # Default settings otherwise: kafka-python 3 is idempotent with acks=all out of the box.
         producer = KafkaProducer(bootstrap_servers=self.bootstrap,
-                                 compression_type=None if compression == "none" else compression)
+                                 compression_type=None if compression == "none" else compression, **settings)
         try:
             futures = [producer.send(topic, value=m.value, key=m.key, headers=list(m.headers),
                                      partition=m.partition, timestamp_ms=m.timestamp) for m in messages]
@@ -283,19 +287,24 @@ class KafkaPythonClient(Client):
 class ConfluentClient(Client):
     name = "confluent-kafka"
     capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
-                              "delivery_offsets", "admin", "list_offsets", "consume"})
+                              "admin", "list_offsets"})
 
     def _error(self, kafka_error) -> ClientError:
         return ClientError(self.name, error_name(kafka_error.code()), f"{kafka_error.name()}: {kafka_error.str()}")
+
+    def _config(self, **config) -> dict:
+        # librdkafka logs through Python logging (pytest shows it with a failing test) rather than
+        # straight to stderr, where a client still alive after its test would go on reconnecting aloud.
+        return {"bootstrap.servers": self.bootstrap, "logger": _LIBRDKAFKA_LOGGER, **config}
 
     def producer(self, **config):
         """A confluent-kafka Producer with the client's defaults plus `config`."""
         from confluent_kafka import Producer
 
-        return Producer({"bootstrap.servers": self.bootstrap, **config})
+        return Producer(self._config(**config))
 
-    def produce(self, topic, messages, *, compression="none", **config):
-        producer = self.producer(**{"compression.type": compression, **config})
+    def produce(self, topic, messages, *, compression="none", **settings):
+        producer = self.producer(**{"compression.type": compression, **settings})
         results: list[Delivery | ClientError | None] = [None] * len(messages)
 
         def on_delivery(index):
@@ -327,8 +336,8 @@ class ConfluentClient(Client):
         from confluent_kafka import Consumer
 
         # librdkafka insists on a group.id, but assign() reads without joining the group.
-        return Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"compat-assign-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        return Consumer(self._config(**{"group.id": f"compat-assign-{uuid.uuid4()}", "enable.auto.commit": False,
+                                        "auto.offset.reset": "earliest"}))
 
     def _partition_ids(self, client, topic):
         def lookup():
@@ -394,7 +403,7 @@ class ConfluentClient(Client):
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self._config())
         try:
             return [future.result(OPERATION_TIMEOUT)
                     for future in getattr(admin, operation)(*arguments, **options).values()]
@@ -406,7 +415,7 @@ class ConfluentClient(Client):
     def _metadata(self, topic: str | None = None):
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=OPERATION_TIMEOUT)
+        return AdminClient(self._config()).list_topics(topic, timeout=OPERATION_TIMEOUT)
 
     def create_topic(self, topic, partitions, replication_factor=1, configs=None):
         from confluent_kafka.admin import NewTopic
@@ -444,7 +453,7 @@ class ConfluentClient(Client):
 class AiokafkaClient(Client):
     name = "aiokafka"
     capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
-                              "delivery_offsets", "list_offsets", "consume"})
+                              "list_offsets"})
 
     def _error(self, exc: Exception) -> ClientError:
         return ClientError(self.name, error_name(getattr(exc, "errno", None)), repr(exc))
@@ -457,12 +466,12 @@ class AiokafkaClient(Client):
         except aiokafka.errors.KafkaError as exc:
             raise self._error(exc) from exc
 
-    def produce(self, topic, messages, *, compression="none"):
+    def produce(self, topic, messages, *, compression="none", **settings):
         from aiokafka import AIOKafkaProducer
 
         async def run():
             producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap,
-                                        compression_type=None if compression == "none" else compression)
+                                        compression_type=None if compression == "none" else compression, **settings)
             await producer.start()
             try:
                 futures = [await producer.send(topic, value=m.value, key=m.key, partition=m.partition,
@@ -546,7 +555,7 @@ class KafkajsClient(Client):
     name = "kafkajs"
     # kafkajs ships gzip only; its consumer always joins a consumer group.
     capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
-                              "delivery_offsets", "admin", "list_offsets", "consume"})
+                              "admin", "list_offsets"})
     codecs = frozenset({"gzip"})
 
     def call(self, op: str, timeout: float = OPERATION_TIMEOUT * 2, **arguments):
@@ -571,12 +580,13 @@ class KafkajsClient(Client):
             raise ClientError(self.name, kafka_name, f"{error}; stderr:\n{completed.stderr[-3000:]}")
         return output["result"]
 
-    def produce(self, topic, messages, *, compression="none", idempotent=False):
+    def produce(self, topic, messages, *, compression="none", **settings):
+        """`settings`: ``idempotent`` (producer option) and ``acks`` (per send), as kafkajs names them."""
         if compression not in self.codecs | {"none"}:
             raise ValueError(f"kafkajs has no built-in {compression} codec")
         payload = [{"key": _b64(m.key), "value": _b64(m.value), "partition": m.partition, "timestamp": m.timestamp,
                     "headers": [[name, _b64(value)] for name, value in m.headers]} for m in messages]
-        result = self.call("produce", topic=topic, messages=payload, compression=compression, idempotent=idempotent)
+        result = self.call("produce", topic=topic, messages=payload, compression=compression, **settings)
         return [Delivery(d["partition"], d["offset"]) for d in result]
 
     def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT, group_id=None):
@@ -641,7 +651,7 @@ class KcatClient(Client):
     """
 
     name = "kcat"
-    capabilities = frozenset({"per_message_partition", "consume"})
+    capabilities = frozenset({"per_message_partition"})
 
     def _run(self, arguments: list[str], stdin: bytes = b"", timeout: float = OPERATION_TIMEOUT):
         executable = shutil.which("kcat")
@@ -654,7 +664,8 @@ class KcatClient(Client):
             raise ClientError(self.name, None, f"kcat {arguments} did not finish in {timeout} s; "
                                                f"stderr: {exc.stderr!r}") from exc
 
-    def produce(self, topic, messages, *, compression="none"):
+    def produce(self, topic, messages, *, compression="none", **settings):
+        """`settings` are librdkafka properties, passed as ``-X name=value``."""
         if any(m.timestamp is not None for m in messages):
             raise ValueError("kcat cannot set record timestamps")
         # Only the order within a partition matters: group each partition's messages together.
@@ -663,6 +674,8 @@ class KcatClient(Client):
         for (partition, headers), group in groups:
             arguments = ["-P", "-t", topic, "-K", r"\x1f", "-D", r"\x1e", "-Z",
                          "-X", f"compression.codec={compression}"]
+            for name, value in settings.items():
+                arguments += ["-X", f"{name}={value}"]
             if partition is not None:
                 arguments += ["-p", str(partition)]
             for name, value in headers:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests.clients import CLIENTS, assert_round_trip, client_names, numbered_messages, sample_messages
+from compat_tests.clients import CLIENTS, assert_round_trip, numbered_messages, sample_messages
 
 ALL_CLIENTS = list(CLIENTS)
-CONSUMERS = client_names("consume")
 
 
 @pytest.mark.parametrize("partitions", [1, 8])
@@ -26,7 +25,7 @@ def test_round_trip(broker, topic, client_for, client, partitions):
 
 
 @pytest.mark.parametrize(("producer", "consumer"),
-                         [(p, c) for p in ALL_CLIENTS for c in CONSUMERS if p != c])
+                         [(p, c) for p in ALL_CLIENTS for c in ALL_CLIENTS if p != c])
 def test_cross_client(broker, topic, client_for, producer, consumer):
     name = topic(partitions=3)
     messages = sample_messages(15, 3, client=producer)
@@ -65,7 +64,7 @@ def many_batches_topic(broker):
     return name, messages, deliveries
 
 
-@pytest.mark.parametrize("consumer", CONSUMERS)
+@pytest.mark.parametrize("consumer", ALL_CLIENTS)
 def test_thousands_of_records_in_many_batches(broker, many_batches_topic, client_for, consumer):
     """Consumers page through many fetches of many batches and stop nowhere in between."""
     name, messages, deliveries = many_batches_topic
@@ -75,7 +74,7 @@ def test_thousands_of_records_in_many_batches(broker, many_batches_topic, client
     assert_round_trip(messages, deliveries, consumed)
 
 
-@pytest.mark.parametrize("consumer", [c for c in CONSUMERS if c != "kafkajs"])
+@pytest.mark.parametrize("consumer", [c for c in ALL_CLIENTS if c != "kafkajs"])
 def test_consume_from_inside_a_compressed_batch(broker, topic, client_for, consumer):
     """A fetch from an offset in the middle of a compressed batch gets the whole batch; the client skips
     the records before its position and sees exactly the records from that offset on."""
