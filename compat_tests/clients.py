@@ -92,8 +92,8 @@ class Client:
     """The operations every test uses; an adapter sets `capabilities` for what its client cannot do."""
 
     name: ClassVar[str]
-    #: What the client can do beyond produce and consume: per_message_headers, per_message_timestamps,
-    #: per_message_partition (when producing), admin, list_offsets.
+    #: What the client can do beyond produce, consume and metadata: per_message_headers,
+    #: per_message_timestamps, per_message_partition (when producing), admin, list_offsets.
     capabilities: ClassVar[frozenset[str]]
 
     def __init__(self, bootstrap: str):
@@ -111,19 +111,19 @@ class Client:
         beginning), sorted by (partition, offset)."""
         raise NotImplementedError
 
+    def list_topics(self) -> set[str]:
+        raise NotImplementedError
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partition ids of `topic` from metadata (ClientError UNKNOWN_TOPIC_OR_PARTITION if absent)."""
+        raise NotImplementedError
+
     # Admin and offset look-ups (capabilities "admin" and "list_offsets").
     def create_topic(self, topic: str, partitions: int, replication_factor: int = 1,
                      configs: dict[str, str] | None = None) -> None:
         raise NotImplementedError
 
     def delete_topic(self, topic: str) -> None:
-        raise NotImplementedError
-
-    def list_topics(self) -> set[str]:
-        raise NotImplementedError
-
-    def partitions(self, topic: str) -> list[int]:
-        """The partition ids of `topic` from metadata (ClientError UNKNOWN_TOPIC_OR_PARTITION if absent)."""
         raise NotImplementedError
 
     def create_partitions(self, topic: str, total: int) -> None:
@@ -530,6 +530,18 @@ class AiokafkaClient(Client):
 
         return self._run(self._with_consumer(read))
 
+    def list_topics(self):
+        async def look_up(consumer):
+            return set(await consumer.topics())
+
+        return self._run(self._with_consumer(look_up))
+
+    def partitions(self, topic):
+        async def look_up(consumer):
+            return sorted(tp.partition for tp in await self._topic_partitions(consumer, topic))
+
+        return self._run(self._with_consumer(look_up))
+
     def watermarks(self, topic):
         async def look_up(consumer):
             assignment = await self._topic_partitions(consumer, topic)
@@ -711,6 +723,23 @@ class KcatClient(Client):
         if len(records) < count:
             raise _timed_out(self.name, records, count, timeout)
         return _sorted(records)
+
+
+    def _metadata(self, topic: str | None = None) -> dict:
+        completed = self._run(["-L", "-J", *(["-t", topic] if topic else [])])
+        if completed.returncode != 0:
+            stderr = completed.stderr.decode(errors="replace")
+            raise ClientError(self.name, _kcat_error_name(stderr), f"exit {completed.returncode}: {stderr}")
+        return json.loads(completed.stdout)
+
+    def list_topics(self):
+        return {entry["topic"] for entry in self._metadata()["topics"]}
+
+    def partitions(self, topic):
+        [entry] = [entry for entry in self._metadata(topic)["topics"] if entry["topic"] == topic]
+        if entry.get("error"):
+            raise ClientError(self.name, _kcat_error_name(entry["error"]), entry["error"])
+        return sorted(p["partition"] for p in entry["partitions"])
 
 
 def _encode(text: str | None) -> bytes | None:

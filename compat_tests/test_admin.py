@@ -112,7 +112,6 @@ def test_produce_auto_creates_topic(broker, topic, client_for, client):
 
     deliveries = adapter.produce(name, messages)
 
-    metadata = CLIENTS["confluent-kafka"](broker.bootstrap)
-    assert metadata.partitions(name) == [0]
-    assert name in metadata.list_topics()
-    assert_round_trip(messages, deliveries, metadata.consume(name, 3))
+    assert adapter.partitions(name) == [0]
+    assert name in adapter.list_topics()
+    assert_round_trip(messages, deliveries, CLIENTS["confluent-kafka"](broker.bootstrap).consume(name, 3))
