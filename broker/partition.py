@@ -43,6 +43,10 @@ class Partition:
         self.replicas = [node_id]
         self.isr = [node_id]
         self._waiters: set[DataWaiter] = set()
+        # Becoming leader with an in-sync replica set of one: everything in the log is replicated
+        # as far as it will be, so the high watermark is the log end offset (a checkpointed high
+        # watermark from before an unclean stop may lag behind what recovery kept).
+        self.log.update_high_watermark(self.log.log_end_offset)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
