@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 # How often recovery points and high watermarks are checkpointed (Kafka's
 # log.flush.offset.checkpoint.interval.ms and replica.high.watermark.checkpoint.interval.ms).
 CHECKPOINT_INTERVAL_S = 60.0
+# How often flushes due by flush.ms and deleted segments' files are looked after.
+HOUSEKEEPING_INTERVAL_S = 1.0
 
 
 class Broker:
@@ -55,15 +57,25 @@ class Broker:
         log.info("recovered logs in %.3f s", time.monotonic() - started)
 
     async def run_background(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Periodic work: checkpoints (and, as they arrive, retention and compaction)."""
+        """Periodic work, as Kafka's scheduler does it: flushes due by ``flush.ms``, removal of
+        deleted segments once ``file.delete.delay.ms`` has passed, and checkpoints."""
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
                 # -- group coordinator: replays __consumer_offsets, runs group timers --
                 await nursery.start(self.groups.run)
                 task_status.started()
+                next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
                 while True:
-                    await trio.sleep(CHECKPOINT_INTERVAL_S)
-                    self.log_manager.checkpoint()
+                    await trio.sleep(HOUSEKEEPING_INTERVAL_S)
+                    self.log_manager.flush_dirty_logs()
+                    self.log_manager.delete_expired_files()
+                    if trio.current_time() >= next_checkpoint:
+                        self.log_manager.checkpoint()
+                        next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
+
+    def begin_shutdown(self) -> None:
+        """Shutdown has begun: answer requests parked on group rebalances now, so connections drain."""
+        self.groups.stop()
 
     async def stop(self) -> None:
         if self._background is not None:

@@ -59,6 +59,7 @@ class Server:
                         accepting.cancel_scope.cancel()
                     for listener in listeners:
                         await listener.aclose()
+                    broker.begin_shutdown()
                     for connection in list(self._connections):
                         connection.drain()
                     with trio.move_on_after(config.shutdown_timeout_s) as drained:
