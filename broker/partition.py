@@ -12,6 +12,7 @@ import uuid
 import trio
 
 from storage.log import AppendInfo, FetchInfo, Log
+from wire.errors import ErrorCode, KafkaError
 
 
 class DataWaiter:
@@ -77,6 +78,15 @@ class Partition:
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FetchInfo:
         """Batches from ``offset`` up to the high watermark (consumers never see uncommitted data)."""
         return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark, min_one_batch=min_one_batch)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Refuse a request made for another leader epoch (-1: the client does not say), as
+        Kafka does: an older epoch is fenced, a newer one is not known here yet."""
+        if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{self}: epoch {current_leader_epoch} is fenced")
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{self}: epoch {current_leader_epoch} is not known yet")
 
     def add_waiter(self, waiter: DataWaiter) -> None:
         self._waiters.add(waiter)

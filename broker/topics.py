@@ -84,6 +84,13 @@ class TopicManager:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
+    def lookup(self, name: str | None, topic_id: uuid.UUID, *, by_id: bool) -> tuple[Topic | None, ErrorCode]:
+        """The topic a request names, by id (Produce and Fetch v13+) or by name, and the error
+        code that says it is not there."""
+        if by_id:
+            return self._by_id.get(topic_id), ErrorCode.UNKNOWN_TOPIC_ID
+        return self._topics.get(name), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def partition(self, name: str, index: int) -> Partition | None:
         topic = self._topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):

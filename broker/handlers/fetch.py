@@ -60,12 +60,7 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> list[Target]:
     topics = ctx.broker.topics
     targets: list[Target] = []
     for wanted in request.topics:
-        if ctx.api_version >= 13:
-            topic = topics.by_id(wanted.topic_id)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            topic = topics.get(wanted.topic)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topic, missing = topics.lookup(wanted.topic, wanted.topic_id, by_id=ctx.api_version >= 13)
         partitions = []
         for wanted_partition in wanted.partitions:
             index = wanted_partition.partition
@@ -103,14 +98,8 @@ def _read(targets: list[Target], request: FetchRequest) -> tuple[list[TopicRespo
                 aborted_transactions=[] if read_committed else None,
                 records=b"",
             )
-            epoch = wanted_partition.current_leader_epoch
-            if epoch != -1 and epoch != partition.leader_epoch:
-                response.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
-                partition_responses.append(response)
-                continue
             try:
+                partition.check_leader_epoch(wanted_partition.current_leader_epoch)
                 info = partition.read(
                     wanted_partition.fetch_offset,
                     min(wanted_partition.partition_max_bytes, max(remaining, 0)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from broker.handlers.registry import RequestContext, handles
 from broker.partition import Partition
-from wire.errors import ErrorCode
+from wire.errors import ErrorCode, KafkaError
 from wire.messages import ListOffsetsRequest, ListOffsetsResponse
 from wire.protocol import ApiKey
 
@@ -49,11 +49,10 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
 
 def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, version: int) -> PartitionResponse:
     response = PartitionResponse(partition_index=wanted.partition_index, error_code=ErrorCode.NONE)
-    epoch = wanted.current_leader_epoch
-    if epoch != -1 and epoch != partition.leader_epoch:
-        response.error_code = (
-            ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-        )
+    try:
+        partition.check_leader_epoch(wanted.current_leader_epoch)
+    except KafkaError as exc:
+        response.error_code = exc.code
         return response
     timestamp = wanted.timestamp
     log = partition.log

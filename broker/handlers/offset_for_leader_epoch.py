@@ -8,7 +8,7 @@ known give UNDEFINED (-1, -1).
 from __future__ import annotations
 
 from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
+from wire.errors import ErrorCode, KafkaError
 from wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from wire.protocol import ApiKey
 
@@ -30,10 +30,10 @@ async def handle_offset_for_leader_epoch(
             if partition is None:
                 partitions.append(EpochEndOffset(partition=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            current = wanted_partition.current_leader_epoch
-            if current != -1 and current != partition.leader_epoch:
-                code = ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-                partitions.append(EpochEndOffset(partition=index, error_code=code))
+            try:
+                partition.check_leader_epoch(wanted_partition.current_leader_epoch)
+            except KafkaError as exc:
+                partitions.append(EpochEndOffset(partition=index, error_code=exc.code))
                 continue
             epoch, end_offset = partition.log.end_offset_for_leader_epoch(wanted_partition.leader_epoch)
             partitions.append(

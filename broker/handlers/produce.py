@@ -34,12 +34,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     acks = request.acks
     responses: list[TopicResponse] = []
     for topic_data in request.topic_data:
-        if ctx.api_version >= 13:
-            topic = topics.by_id(topic_data.topic_id)
-            unknown = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            topic = topics.get(topic_data.name)
-            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topic, unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
         partition_responses = []
         for data in topic_data.partition_data:
             if acks not in VALID_ACKS:
