@@ -12,7 +12,13 @@ memory-mapped while open:
 An entry is added every ``index.interval.bytes`` of log, so a lookup lands on a nearby batch and
 the log is scanned forward from there. Like Kafka, a writable index file is preallocated to
 ``segment.index.bytes`` (rounded down to whole entries) and trimmed to its entries when the
-segment stops being active or is closed; an index file found on disk is taken to be all entries.
+segment stops being active or is closed. Slots past the last entry are kept zero, so the file of
+an index that was not closed (an unclean shutdown) is its entries followed by zeros. No entry
+after the first is all zeros (offsets increase from one entry to the next), so an index file
+found on disk holds the entries before its first all-zero slot after slot 0. Whether an all-zero
+slot 0 is an entry depends on the index: never in an offset index, whose entries never point at
+the first batch; in a time index, unless the segment's log is empty.
+
 Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
 and rebuilt by the caller.
 
@@ -45,6 +51,8 @@ class _MappedIndex:
     """A file of fixed-size sorted entries, memory-mapped, with a count of valid entries."""
 
     entry_size: int
+    # Whether an all-zero slot 0 in a file found on disk is an entry rather than zero fill.
+    zero_first_entry_is_valid = False
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.path = path
@@ -68,11 +76,32 @@ class _MappedIndex:
                 self._mmap = mmap.mmap(fd, self.length)
         finally:
             os.close(fd)
-        self.entries = 0 if newly_created else self.length // self.entry_size
         self.max_entries = self.length // self.entry_size
+        self.entries = 0 if newly_created else self._entries_before_zero_fill()
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size
+
+    def _slot_is_zero(self, slot: int) -> bool:
+        start = slot * self.entry_size
+        return self._mmap[start : start + self.entry_size] == bytes(self.entry_size)  # type: ignore[index]
+
+    def _entries_before_zero_fill(self) -> int:
+        """The entries of a file found on disk: the slots before the first all-zero slot after
+        slot 0 (see the module docstring), found by bisection."""
+        slots = self.max_entries
+        if slots == 0 or not self._slot_is_zero(slots - 1):
+            return slots  # a trimmed file: every slot is an entry
+        low, high = 1, slots - 1  # the first all-zero slot after slot 0 is in [low, high]
+        while low < high:
+            middle = (low + high) // 2
+            if self._slot_is_zero(middle):
+                high = middle
+            else:
+                low = middle + 1
+        if low == 1 and not self.zero_first_entry_is_valid and self._slot_is_zero(0):
+            return 0
+        return low
 
     @property
     def size_in_bytes(self) -> int:
@@ -117,6 +146,10 @@ class _MappedIndex:
         self.resize(self.size_in_bytes)
 
     def _truncate_to_entries(self, entries: int) -> None:
+        """Keep the first ``entries`` entries; the slots freed are zeroed."""
+        if self._mmap is not None and entries < self.entries:
+            start, end = entries * self.entry_size, self.entries * self.entry_size
+            self._mmap[start:end] = bytes(end - start)
         self.entries = entries
 
     def reset(self) -> None:
@@ -150,7 +183,11 @@ class _MappedIndex:
 
 
 class OffsetIndex(_MappedIndex):
-    """Maps offsets to byte positions in the segment's ``.log`` file (``.index`` files)."""
+    """Maps offsets to byte positions in the segment's ``.log`` file (``.index`` files).
+
+    The first batch of a segment is never indexed (it is found from the base offset), so no
+    entry points at byte 0 and an all-zero slot is never an entry.
+    """
 
     entry_size = _OFFSET_ENTRY.size
 
@@ -221,7 +258,7 @@ class OffsetIndex(_MappedIndex):
         self._truncate_to_entries(bisect_right(self._columns()[0], offset - self.base_offset - 1))
 
     def _truncate_to_entries(self, entries: int) -> None:
-        self.entries = entries
+        super()._truncate_to_entries(entries)
         self.last_offset = self._last_entry()[0]
         if self._relative_offsets is not None and self._positions is not None:
             del self._relative_offsets[entries:]
@@ -258,11 +295,14 @@ class TimeIndex(_MappedIndex):
 
     Each entry says: up to this offset, the largest timestamp in the segment is this timestamp.
     The last slot is kept free for the final entry written when the segment stops being active.
+    ``log_is_empty`` tells a file found on disk that its segment has no batches: an all-zero
+    slot 0 is then zero fill, otherwise it is an entry for timestamp 0 at the base offset.
     """
 
     entry_size = _TIME_ENTRY.size
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, *, log_is_empty: bool = False) -> None:
+        self.zero_first_entry_is_valid = not log_is_empty
         super().__init__(path, base_offset, max_index_bytes)
         self.last_entry = self._last_entry_from_file()
 
@@ -330,7 +370,7 @@ class TimeIndex(_MappedIndex):
         self._truncate_to_entries(self._largest_lower_bound(offset - self.base_offset - 1, 1) + 1)
 
     def _truncate_to_entries(self, entries: int) -> None:
-        self.entries = entries
+        super()._truncate_to_entries(entries)
         self.last_entry = self._last_entry_from_file()
 
     def resize(self, new_size: int) -> bool:
@@ -340,10 +380,12 @@ class TimeIndex(_MappedIndex):
         return resized
 
     def sanity_check(self, log_size: int) -> None:
-        """Raise ``CorruptIndexError`` unless the index is plausible."""
+        """Raise ``CorruptIndexError`` unless the index is plausible for a log of ``log_size`` bytes."""
         self._check_length()
         if not self.entries:
             return
+        if not log_size:
+            raise CorruptIndexError(f"time index {self.path} has {self.entries} entries for an empty log")
         first_timestamp, first_offset = self._entry(0)
         last_timestamp, last_offset = self.last_entry
         if last_timestamp < first_timestamp:

@@ -111,7 +111,9 @@ class LogSegment:
     @property
     def time_index(self) -> TimeIndex:
         if self._time_index is None:
-            self._time_index = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes)
+            self._time_index = TimeIndex(
+                self.time_index_path, self.base_offset, self.max_index_bytes, log_is_empty=not self.size
+            )
         return self._time_index
 
     @property
@@ -325,18 +327,18 @@ class LogSegment:
                 batch = RecordBatch(chunk, relative)
                 size = batch.size
                 if size < RECORD_BATCH_OVERHEAD:
-                    raise self._corrupt_at(position + relative)
+                    raise _corrupt_at(self.log_path, position + relative)
                 if relative + size > len(chunk):
                     break
                 yield position + relative, batch
                 relative += size
             if relative == 0:  # a batch larger than a chunk
                 if len(chunk) < RECORD_BATCH_OVERHEAD:
-                    raise self._corrupt_at(position)
+                    raise _corrupt_at(self.log_path, position)
                 size = RecordBatch(chunk).size
                 chunk = os.pread(fd, size, position)
                 if len(chunk) != size:
-                    raise self._corrupt_at(position)
+                    raise _corrupt_at(self.log_path, position)
                 yield position, RecordBatch(chunk)
                 relative = size
             position += relative

@@ -102,8 +102,8 @@ def test_offset_index_sanity_check(tmp_path: Path) -> None:
     OffsetIndex(path, 0, 4096).sanity_check(log_size=1000)
     with pytest.raises(CorruptIndexError, match="outside"):
         OffsetIndex(path, 0, 4096).sanity_check(log_size=800)
-    path.write_bytes(struct.pack(">iiii", 5, 100, 0, 0))  # an untrimmed, zero-filled tail
-    with pytest.raises(CorruptIndexError):
+    path.write_bytes(struct.pack(">iiii", 0, 0, 5, 100))  # zeros where an entry must be
+    with pytest.raises(CorruptIndexError, match="outside"):
         OffsetIndex(path, 0, 4096).sanity_check(log_size=1000)
     path.write_bytes(struct.pack(">ii", -3, 100))
     with pytest.raises(CorruptIndexError):
@@ -160,6 +160,92 @@ def test_time_index_sanity_check(tmp_path: Path) -> None:
         TimeIndex(path, 0, 1200).sanity_check(log_size=100)
     path.write_bytes(struct.pack(">qiqi", 400, 1, 500, 2))
     TimeIndex(path, 0, 1200).sanity_check(log_size=100)
+    with pytest.raises(CorruptIndexError, match="empty log"):
+        TimeIndex(path, 0, 1200, log_is_empty=True).sanity_check(log_size=0)
+
+
+def test_a_zero_filled_tail_is_not_entries(tmp_path: Path) -> None:
+    """An index file left untrimmed by an unclean shutdown: its entries, then zeros."""
+    path = tmp_path / "00000000000000000100.index"
+    path.write_bytes(struct.pack(">iiii", 5, 100, 9, 900) + bytes(4096 - 16))
+    index = OffsetIndex(path, 100, 4096)
+    assert (index.entries, index.last_offset, index.max_entries) == (2, 109, 512)
+    index.sanity_check(log_size=1000)
+    index.append(120, 1200)
+    assert index.lookup(125) == (120, 1200)
+    index.close()
+    assert path.read_bytes() == struct.pack(">iiiiii", 5, 100, 9, 900, 20, 1200)
+
+    path.write_bytes(bytes(4096))  # nothing was indexed yet
+    index = OffsetIndex(path, 100, 4096)
+    assert (index.entries, index.last_offset) == (0, 100)
+    index.sanity_check(log_size=0)
+    index.sanity_check(log_size=300)
+    index.close()
+
+
+def test_a_zero_filled_time_index_tail_is_not_entries(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.timeindex"
+    path.write_bytes(struct.pack(">qiqi", 1000, 2, 2000, 7) + bytes(1200 - 24))
+    index = TimeIndex(path, 100, 1200)
+    assert (index.entries, index.last_entry) == (2, (2000, 107))
+    index.sanity_check(log_size=500)
+    index.close()
+    # An all-zero slot 0 is zero fill when the log is empty, and an entry for timestamp 0 at
+    # the base offset when it is not.
+    path.write_bytes(bytes(1200))
+    index = TimeIndex(path, 100, 1200, log_is_empty=True)
+    assert (index.entries, index.last_entry) == (0, (-1, 100))
+    index.sanity_check(log_size=0)
+    index.close_handler()
+    index = TimeIndex(path, 100, 1200)
+    assert (index.entries, index.last_entry) == (1, (0, 100))
+    index.sanity_check(log_size=500)
+    index.close()
+    assert path.read_bytes() == bytes(12)
+    assert TimeIndex(path, 100, 1200).entries == 1
+
+
+def test_truncated_entries_are_zeroed(tmp_path: Path) -> None:
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 0, 80)
+    for offset in (10, 20, 30):
+        index.append(offset, offset * 10)
+    index.truncate_to(20)
+    index.close_handler()  # not trimmed, as after an unclean shutdown
+    assert path.read_bytes() == struct.pack(">ii", 10, 100) + bytes(72)
+    index = OffsetIndex(path, 0, 80)
+    assert index.entries == 1
+    index.reset()
+    index.close_handler()
+    assert path.read_bytes() == bytes(80)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 10**6), max_size=40, unique=True),
+    st.integers(0, 20),
+    st.sampled_from([OffsetIndex, TimeIndex]),
+)
+def test_an_untrimmed_index_reopens_with_its_entries(tmp_path_factory, offsets, spare_slots, index_class) -> None:
+    offsets.sort()
+    path = tmp_path_factory.mktemp("idx") / "x.index"
+    size = (len(offsets) + spare_slots + 1) * index_class.entry_size
+    index = index_class(path, 0, size)
+    for offset in offsets:
+        if index_class is OffsetIndex:
+            index.append(offset, offset * 7)
+        else:
+            index.maybe_append(offset * 3, offset)
+    entries = [index.entry(n) for n in range(index.entries)]
+    index.close_handler()
+    # An empty log's time index is all zero fill; with a batch, a zero slot 0 could be an entry.
+    options = {"log_is_empty": not offsets} if index_class is TimeIndex else {}
+    reopened = index_class(path, 0, size, **options)
+    assert reopened.entries == len(offsets)
+    assert [reopened.entry(n) for n in range(reopened.entries)] == entries
+    reopened.sanity_check(log_size=10**7)
+    reopened.close()
 
 
 @settings(max_examples=50, deadline=None)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -57,14 +58,46 @@ def test_restart_after_clean_close_continues_offsets(tmp_path: Path, make_batch)
     reopened.close()
 
 
-def test_unclean_restart_rebuilds_active_segment_indexes(tmp_path: Path, make_batch) -> None:
-    log = _filled_log(tmp_path, make_batch)
+def _index_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "rebuilding the indexes" in r.getMessage()]
+
+
+@pytest.mark.parametrize("batches", [0, 1, 30])
+def test_unclean_restart_reads_untrimmed_indexes_without_rebuilding_them(
+    tmp_path: Path, make_batch, caplog: pytest.LogCaptureFixture, batches: int
+) -> None:
+    log = _filled_log(tmp_path, make_batch, batches=batches)
     active = log.active_segment
-    # an untrimmed, zero-filled tail, as a crash leaves the preallocated index of the active segment
+    # a crash leaves the active segment's indexes preallocated: their entries, then zeros
     _crash(log)
     assert active.offset_index_path.stat().st_size == CONFIG.segment_index_bytes
-    reopened = Log.open(log.dir, CONFIG, recovery_point=0)
-    assert reopened.log_end_offset == 60
+    assert active.time_index_path.stat().st_size == CONFIG.segment_index_bytes // 12 * 12
+    with caplog.at_level(logging.WARNING):
+        reopened = Log.open(log.dir, CONFIG, recovery_point=0)
+    assert not caplog.records
+    assert reopened.log_end_offset == 2 * batches
+    assert _contents(reopened) == _expected(batches)
+    if batches:
+        assert reopened.offset_for_timestamp(1000 + batches) == (batches, 1000 + batches)
+    assert reopened.append(make_batch(2), leader_epoch=5).first_offset == 2 * batches
+    reopened.close()
+
+
+def test_unclean_restart_rebuilds_an_untrimmed_index_with_a_bad_entry(
+    tmp_path: Path, make_batch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = _filled_log(tmp_path, make_batch)
+    active = log.active_segment
+    entries = active.offset_index.entries
+    _crash(log)
+    with open(active.offset_index_path, "r+b") as file:  # an entry past the end of the log
+        file.seek(entries * 8)
+        file.write(struct.pack(">ii", 500, 10**6))
+    with caplog.at_level(logging.WARNING):
+        reopened = Log.open(log.dir, CONFIG, recovery_point=0)
+    [warning] = _index_warnings(caplog)
+    assert f"segment {active.base_offset}:" in warning and "1000000] outside" in warning
+    assert reopened.active_segment.offset_index.entries == entries
     assert _contents(reopened) == _expected(30)
     reopened.close()
 

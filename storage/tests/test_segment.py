@@ -4,10 +4,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 
 from storage.config import LogConfig
 from storage.segment import AppendedBatch, LogSegment
-from wire.records import RecordBatch, iter_batches, set_base_offset
+from wire.errors import KafkaError
+from wire.records import RECORD_BATCH_OVERHEAD, RecordBatch, iter_batches, set_base_offset
 
 CONFIG = LogConfig(index_interval_bytes=300, segment_index_bytes=4096)
 
@@ -192,3 +194,28 @@ def test_recover_reads_batches_larger_than_its_read_chunk(tmp_path: Path, make_b
     assert segment.size == size
     assert [b.base_offset for _, b in segment.record_batches()] == [0, 1, 4]
     segment.close()
+
+
+def test_record_batches_report_a_garbled_header(tmp_path: Path, make_batch) -> None:
+    segment = _segment(tmp_path)
+    _fill(segment, make_batch, 2)
+    garbage = bytes(RECORD_BATCH_OVERHEAD)  # a batch length of 0
+    segment.file.write(garbage)
+    segment.size += len(garbage)
+    with pytest.raises(KafkaError, match=f"no valid batch header at byte {segment.size - len(garbage)}"):
+        list(segment.record_batches())
+    segment.close()
+
+
+def test_segment_reopened_after_a_crash_keeps_its_index_entries(tmp_path: Path, make_batch) -> None:
+    segment = _segment(tmp_path)
+    _fill(segment, make_batch, 40)
+    offset_entries = [segment.offset_index.entry(n) for n in range(segment.offset_index.entries)]
+    time_entries = [segment.time_index.entry(n) for n in range(segment.time_index.entries)]
+    assert offset_entries and time_entries
+    segment.close_handles()  # the preallocated indexes stay untrimmed
+    reopened = _segment(tmp_path)
+    reopened.sanity_check()
+    assert [reopened.offset_index.entry(n) for n in range(reopened.offset_index.entries)] == offset_entries
+    assert [reopened.time_index.entry(n) for n in range(reopened.time_index.entries)] == time_entries
+    reopened.close()
