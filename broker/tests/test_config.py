@@ -1,0 +1,158 @@
+"""Broker configuration from Kafka's property names, and the ``trafka`` command reading a real
+server.properties file."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
+from storage.config import LogConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+READY = re.compile(r"^trafka ready: bootstrap=(\S+):(\d+) node_id=(\d+) data_dir=(.*)$")
+
+
+def test_properties_syntax_as_java_reads_it():
+    text = """
+    # a comment
+    ! another comment
+    listeners=PLAINTEXT://0.0.0.0:9093
+    log.dirs : /var/lib/trafka
+    num.partitions 3
+    advertised.listeners=PLAINTEXT://kafka.local:19093,\\
+        EXTERNAL://other:9094
+    empty.value=
+    """
+    props = parse_properties(text)
+    assert props["listeners"] == "PLAINTEXT://0.0.0.0:9093"
+    assert props["log.dirs"] == "/var/lib/trafka"
+    assert props["num.partitions"] == "3"
+    assert props["advertised.listeners"] == "PLAINTEXT://kafka.local:19093,EXTERNAL://other:9094"
+    assert props["empty.value"] == ""
+
+
+def test_kafka_property_names_configure_the_broker():
+    config = BrokerConfig.from_properties(
+        {
+            "broker.id": "7",
+            "listeners": "PLAINTEXT://0.0.0.0:9093",
+            "advertised.listeners": "PLAINTEXT://kafka.local:19093",
+            "log.dirs": "/data/a,/data/b",
+            "num.partitions": "4",
+            "auto.create.topics.enable": "false",
+            "socket.request.max.bytes": "1048576",
+        }
+    )
+    assert config.node_id == 7
+    assert (config.host, config.port) == ("0.0.0.0", 9093)
+    assert config.advertised_address == ("kafka.local", 19093)
+    assert config.data_dir == Path("/data/a")
+    assert config.num_partitions == 4
+    assert config.auto_create_topics_enable is False
+    assert config.socket_request_max_bytes == 1048576
+
+
+def test_node_id_wins_over_broker_id_and_wildcard_listeners_advertise_loopback():
+    config = BrokerConfig.from_properties({"node.id": "2", "broker.id": "9", "listeners": "PLAINTEXT://:9092"})
+    assert config.node_id == 2
+    assert config.advertised_address == ("127.0.0.1", 9092)
+
+
+def test_broker_log_properties_become_topic_defaults():
+    log_config = LogConfig.from_broker_properties(
+        {"log.segment.bytes": "1048576", "log.retention.hours": "1", "message.max.bytes": "2000"}
+    )
+    assert log_config.segment_bytes == 1048576
+    assert log_config.retention_ms == 3_600_000
+    assert log_config.max_message_bytes == 2000
+
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"num.partitions": "many"}, "num.partitions"),
+        ({"num.partitions": "0"}, "num.partitions"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
+        ({"listeners": "PLAINTEXT://host"}, "listeners"),
+        ({"listeners": "PLAINTEXT://host:http"}, "listeners"),
+    ],
+)
+def test_bad_properties_name_the_property(props, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_properties(props)
+
+
+def test_overrides_need_key_and_value():
+    assert merge_overrides({"a": "1"}, ["a=2", "b = 3"]) == {"a": "2", "b": "3"}
+    with pytest.raises(ConfigError, match="key=value"):
+        merge_overrides({}, ["novalue"])
+
+
+def test_trafka_reads_server_properties_and_stops_cleanly_on_sigterm(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        f"node.id=5\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data_dir}\nnum.partitions=3\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--config", str(properties)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        match = READY.match(line.strip())
+        assert match, f"no ready line: {line!r}\n{process.stderr.read() if process.poll() is not None else ''}"
+        host, port, node_id, reported_dir = match.groups()
+        assert host == "127.0.0.1" and int(port) > 0
+        assert node_id == "5"
+        assert Path(reported_dir) == data_dir
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (data_dir / "meta.properties").exists()
+    assert (data_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_trafka_refuses_a_bad_property_with_a_clear_message(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "--data-dir", str(tmp_path), "--override", "num.partitions=zero"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "num.partitions" in result.stderr
+
+
+def test_ephemeral_data_dir_is_removed_at_exit_after_sigint():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--port", "0", "--ephemeral"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        match = READY.match(process.stdout.readline().strip())
+        assert match
+        data_dir = Path(match.group(4))
+        assert data_dir.is_dir()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not data_dir.exists()
