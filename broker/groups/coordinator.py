@@ -27,6 +27,8 @@ import trio
 
 from broker.groups.classic import ClassicGroup, ClassicGroupMember, GroupType
 from broker.groups.classic_protocol import ClassicGroupProtocol
+from broker.groups.consumer import ConsumerGroup
+from broker.groups.consumer_protocol import ConsumerGroupProtocol
 from broker.groups.offsets import NO_OFFSET, OFFSET_METADATA_MAX_SIZE, OffsetAndMetadata, OffsetStore
 from broker.groups.records import (
     MAX_STRING_BYTES,
@@ -34,6 +36,7 @@ from broker.groups.records import (
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
+    decode_consumer_group_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -76,7 +79,7 @@ _APPEND_ERRORS = {
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 
-Group = ClassicGroup  # the consumer-protocol group type joins this union when it arrives
+Group = ClassicGroup | ConsumerGroup
 
 
 def java_string_hash(value: str) -> int:
@@ -136,6 +139,7 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.timers = Timers()
         self.classic = ClassicGroupProtocol(self)
+        self.consumer = ConsumerGroupProtocol(self)
         #: False until __consumer_offsets has been replayed, and again once the broker stops.
         self.active = False
         self.loaded = trio.Event()
@@ -159,7 +163,7 @@ class GroupCoordinator:
         (COORDINATOR_NOT_AVAILABLE), so clients look for the coordinator again."""
         self.active = False
         for group in list(self.groups.values()):
-            self.classic.on_removed(group)
+            self._protocol_of(group).on_removed(group)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
@@ -238,7 +242,7 @@ class GroupCoordinator:
         for partition in topic.partitions:
             count += await self._load_partition(partition)
         for group in self.groups.values():
-            self.classic.on_loaded(group)
+            self._protocol_of(group).on_loaded(group)
         log.info(
             "loaded %d groups and their offsets from %d records of %s in %.3f s",
             len(self.groups), count, OFFSETS_TOPIC, time.monotonic() - started,
@@ -281,13 +285,17 @@ class GroupCoordinator:
                     # Offsets committed outside group management (a "simple" group).
                     self.groups[key.group] = ClassicGroup(key.group, self.now_ms())
                 self.offsets.replay(key, value)
-            else:
+            elif isinstance(key, GroupMetadataKey):
                 if value_bytes is None:
-                    self.groups.pop(key.group, None)
+                    if isinstance(self.groups.get(key.group), ClassicGroup):
+                        self.groups.pop(key.group, None)
                 else:
                     self.groups[key.group] = _group_from_metadata(
                         key.group, decode_group_metadata_value(value_bytes), self.now_ms()
                     )
+            else:  # -- consumer groups (KIP-848) --
+                value = None if value_bytes is None else decode_consumer_group_value(key, value_bytes)
+                self.consumer.replay(key, value)
         except (DecodeError, ValueError, IndexError) as exc:
             log.warning("skipping a %s record that cannot be read: %s", OFFSETS_TOPIC, exc)
 
@@ -310,9 +318,25 @@ class GroupCoordinator:
         return group
 
     def _remove_group(self, group: Group) -> None:
-        group.transition_to(ClassicGroupState.DEAD, self.now_ms())
-        self.classic.on_removed(group)
+        if isinstance(group, ClassicGroup):
+            group.transition_to(ClassicGroupState.DEAD, self.now_ms())
+        self._protocol_of(group).on_removed(group)
         self.groups.pop(group.group_id, None)
+
+    # -- consumer groups (KIP-848) next to classic ones --
+    def _protocol_of(self, group: Group) -> ClassicGroupProtocol | ConsumerGroupProtocol:
+        return self.consumer if isinstance(group, ConsumerGroup) else self.classic
+
+    def _group_tombstones(self, group: Group) -> list[tuple[bytes, bytes | None]]:
+        """The records that delete a group's metadata (its offsets are separate)."""
+        if isinstance(group, ConsumerGroup):
+            return list(self.consumer.tombstones(group))
+        return [(encode_key(GroupMetadataKey(group.group_id)), None)]
+
+    def drop_group_metadata(self, group: Group) -> None:
+        """Forget an empty group but keep its offsets: its id is taken over by the other protocol."""
+        self._append(group.group_id, self._group_tombstones(group))
+        self._remove_group(group)
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         wanted_states = {s.strip().lower() for s in states}
@@ -338,7 +362,7 @@ class GroupCoordinator:
             (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
             for topic, partition in self.offsets.partitions(group_id)
         ]
-        records.append((encode_key(GroupMetadataKey(group_id)), None))
+        records += self._group_tombstones(group)
         self._append(group_id, records)
         self.offsets.remove_group(group_id)
         self._remove_group(group)
@@ -367,10 +391,11 @@ class GroupCoordinator:
                 code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
                 raise KafkaError(code, f"Group {group_id} not found.")
             group = None
+        elif isinstance(group, ConsumerGroup):
+            group.validate_offset_commit(member_id, group_instance_id, generation_id, api_version=api_version)
         else:
             group.validate_offset_commit(member_id, group_instance_id, generation_id)
-            if isinstance(group, ClassicGroup):
-                self.classic.keep_alive(group, member_id)
+            self.classic.keep_alive(group, member_id)
 
         now = self.now_ms()
         expire_timestamp = now + retention_ms if retention_ms >= 0 else -1
@@ -471,7 +496,7 @@ class GroupCoordinator:
             records = [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
             delete_group = group.is_empty and len(expired) == len(self.offsets.partitions(group_id))
             if delete_group:
-                records.append((encode_key(GroupMetadataKey(group_id)), None))
+                records += self._group_tombstones(group)
             if not records:
                 continue
             try:

@@ -29,6 +29,8 @@ from broker.handlers import (  # noqa: E402,F401  (imported for their registrati
     list_groups,
     delete_groups,
     offset_delete,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 __all__ = ["REGISTRY", "RequestContext", "handles"]

@@ -10,6 +10,8 @@ without a member id is first answered MEMBER_ID_REQUIRED with its new id; v5 add
 skip the assignment. Errors: INVALID_GROUP_ID (empty group id), INVALID_SESSION_TIMEOUT (outside
 group.min/max.session.timeout.ms), INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+An empty consumer group (KIP-848) of that id becomes a classic group, keeping its offsets; a JoinGroup
+to a consumer group with members gets INCONSISTENT_GROUP_PROTOCOL.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
+    ctx.broker.groups.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
     reply = ctx.broker.groups.classic.join(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -1,0 +1,77 @@
+"""ConsumerGroupDescribe (key 69), versions 0-1.
+
+Describes consumer groups of the KIP-848 protocol: state (Empty, Assigning, Reconciling, Stable), group
+epoch, assignment epoch, the server assignor in use and, per member, its epoch, client, subscription
+(names and regex), current assignment and target assignment, with topic names next to topic ids.
+A group id that is unknown or belongs to a classic group gets GROUP_ID_NOT_FOUND (DescribeGroups
+describes those); an empty group id INVALID_GROUP_ID; every group COORDINATOR_NOT_AVAILABLE while
+``__consumer_offsets`` loads. v1 adds each member's type (1: a consumer-protocol member). Authorized
+operations are not computed.
+"""
+from __future__ import annotations
+
+from broker.groups.consumer import Assignment
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode, KafkaError
+from wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from wire.protocol import ApiKey
+
+Described = ConsumerGroupDescribeResponse.DescribedGroup
+Member = ConsumerGroupDescribeResponse.Member
+DescribedAssignment = ConsumerGroupDescribeResponse.Assignment
+TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
+
+CONSUMER_MEMBER_TYPE = 1
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
+async def handle_consumer_group_describe(
+    ctx: RequestContext, request: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
+    protocol = ctx.broker.groups.consumer
+    topics = ctx.broker.topics
+
+    def describe_assignment(assignment: Assignment) -> DescribedAssignment:
+        described = []
+        for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])):
+            topic = topics.by_id(topic_id)
+            if topic is not None:  # partitions of deleted topics are not shown
+                described.append(TopicPartitions(topic_id=topic_id, topic_name=topic.name, partitions=sorted(partitions)))
+        return DescribedAssignment(topic_partitions=described)
+
+    groups = []
+    for group_id in request.group_ids:
+        if not group_id:
+            groups.append(Described(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID))
+            continue
+        try:
+            group = protocol.describe(group_id)
+        except KafkaError as exc:
+            groups.append(Described(group_id=group_id, error_code=exc.code, error_message=exc.message or None))
+            continue
+        groups.append(
+            Described(
+                group_id=group_id,
+                group_state=str(group.state),
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=protocol.assignor_of(group),
+                members=[
+                    Member(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed_topic_names),
+                        subscribed_topic_regex=m.subscribed_topic_regex,
+                        assignment=describe_assignment(m.assigned_partitions),
+                        target_assignment=describe_assignment(group.target_assignment.get(m.member_id, {})),
+                        member_type=CONSUMER_MEMBER_TYPE,
+                    )
+                    for m in group.members.values()
+                ],
+            )
+        )
+    return ConsumerGroupDescribeResponse(groups=groups)

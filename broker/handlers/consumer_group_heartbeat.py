@@ -1,0 +1,71 @@
+"""ConsumerGroupHeartbeat (key 68), versions 0-1.
+
+The one request of the consumer group protocol (KIP-848): a member joins (member epoch 0, with its
+subscription and rebalance timeout), heartbeats (its member epoch, and what changed since its last
+heartbeat: subscription, owned partitions ...), and leaves (epoch -1; -2 for a static member that will
+be back). The response carries the member's epoch, the heartbeat interval and, when it changed, the
+member's assignment. See :mod:`broker.groups.consumer_protocol` for the coordinator's side.
+
+Version notes: v0 lets the coordinator generate the member id when the member sends none; from v1
+the client generates it (an empty member id is INVALID_REQUEST) and may subscribe with a regex
+(SubscribedTopicRegex, RE2 syntax, matched against whole topic names).
+Errors: INVALID_REQUEST (bad field combinations), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH (the member
+must give up its partitions and rejoin with epoch 0), UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
+GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the group id belongs to a classic group with members),
+UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, COORDINATOR_NOT_AVAILABLE while
+``__consumer_offsets`` loads.
+"""
+from __future__ import annotations
+
+from broker.groups.consumer_protocol import HeartbeatRequest
+from broker.handlers.join_group import _host
+from broker.handlers.registry import RequestContext, handles
+from wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from wire.protocol import ApiKey
+
+TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
+Assignment = ConsumerGroupHeartbeatResponse.Assignment
+
+
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+async def handle_consumer_group_heartbeat(
+    ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse:
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {}
+        for topic in request.topic_partitions:
+            owned[topic.topic_id] = owned.get(topic.topic_id, frozenset()) | frozenset(topic.partitions)
+    result = ctx.broker.groups.consumer.heartbeat(
+        HeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=request.subscribed_topic_names,
+            subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
+            server_assignor=request.server_assignor,
+            owned_partitions=owned,
+            client_id=ctx.header.client_id or "",
+            client_host=_host(ctx.peer),
+            api_version=ctx.api_version,
+        )
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = Assignment(
+            topic_partitions=[
+                TopicPartitions(topic_id=topic_id, partitions=sorted(partitions))
+                for topic_id, partitions in result.assignment.items()
+            ]
+        )
+    return ConsumerGroupHeartbeatResponse(
+        error_code=result.error,
+        error_message=result.error_message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
