@@ -130,6 +130,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._read_bound: tuple[int, int, int] | None = None  # (max_offset, segment base, position)
+        self._partition_metadata_unsynced = False  # see ``create``
         self._closed = False
 
     def __repr__(self) -> str:
@@ -143,15 +144,49 @@ class Log:
 
     @classmethod
     def create(
-        cls, directory: Path, config: LogConfig, *, topic_id: uuid.UUID | None = None, now_ms: int | None = None
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        now_ms: int | None = None,
+        sync: bool = True,
     ) -> Log:
-        """A new, empty log in ``directory`` (created; ``partition.metadata`` written first)."""
+        """A new, empty log in ``directory``: the directory, ``partition.metadata`` (given a topic
+        id) and the files of the first segment.
+
+        With ``sync`` the log is durable on return: ``partition.metadata``, the directory and its
+        parent are fsynced. Without it the caller fsyncs the new directory and its parent, so
+        that one fsync of the parent covers many new logs (``LogManager.create_logs``), and, as
+        in Kafka, ``partition.metadata`` is fsynced before the first append (or at close): no
+        data reaches the disk before the topic id it belongs to.
+        """
         directory.mkdir(parents=True, exist_ok=True)
         if topic_id is not None:
-            write_partition_metadata(directory, topic_id)
+            with open(directory / files.PARTITION_METADATA_FILE, "wb") as file:
+                file.write(_partition_metadata(topic_id))
         log = cls.open(directory, config, had_clean_shutdown=True, now_ms=now_ms)
-        fsync_dir(directory.parent)
+        log._partition_metadata_unsynced = topic_id is not None
+        if sync:
+            log._sync_partition_metadata()
+            fsync_dir(directory)
+            fsync_dir(directory.parent)
         return log
+
+    def _sync_partition_metadata(self) -> None:
+        if not self._partition_metadata_unsynced:
+            return
+        try:
+            fd = os.open(self.dir / files.PARTITION_METADATA_FILE, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"fsync of {self.dir / files.PARTITION_METADATA_FILE} failed: {e}"
+            ) from e
+        self._partition_metadata_unsynced = False
 
     @classmethod
     def open(
@@ -405,6 +440,7 @@ class Log:
     def _write(
         self, data: bytearray | memoryview | bytes, batches: list[AppendedBatch], now_ms: int, *, first_offset: int | None = None
     ) -> None:
+        self._sync_partition_metadata()
         segment = self._maybe_roll(
             len(data),
             max_timestamp=max(batch.max_timestamp for batch in batches),
@@ -774,6 +810,10 @@ class Log:
             return
         self._closed = True
         try:
+            self._sync_partition_metadata()
+        except KafkaError as e:
+            logger.warning("%s: %s", self.dir, e.message)
+        try:
             self.producer_state.take_snapshot(self._log_end_offset)
         except OSError as e:
             logger.warning("%s: could not snapshot the producer state: %s", self.dir, e)
@@ -791,18 +831,24 @@ class Log:
 
 # -- partition.metadata --------------------------------------------------------------------------------
 
+def _partition_metadata(topic_id: uuid.UUID) -> bytes:
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_to_string(topic_id)}".encode("ascii")
+
+
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
     """Kafka's ``partition.metadata``: the topic id the partition directory belongs to."""
-    text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_to_string(topic_id)}"
-    atomic_write(directory / files.PARTITION_METADATA_FILE, text.encode("ascii"))
+    atomic_write(directory / files.PARTITION_METADATA_FILE, _partition_metadata(topic_id))
 
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
-    """The topic id in ``partition.metadata``; None when the file is absent."""
+    """The topic id in ``partition.metadata``; None when the file is absent or empty (as a crash
+    can leave the file of a new log before its first append, see ``Log.create``)."""
     path = directory / files.PARTITION_METADATA_FILE
     try:
         text = path.read_text(encoding="ascii")
     except FileNotFoundError:
+        return None
+    if not text:
         return None
     fields = {}
     for line in text.splitlines():

@@ -18,6 +18,9 @@ is removed as soon as loading starts, so a crash at any later point counts as un
 ``close`` flushes every log, writes the checkpoints with recovery points at the log end offsets,
 and writes the marker.
 
+``create_logs`` creates the logs of many partitions at once (a new topic's) and then makes them
+durable together, with one fsync of each new directory and one of the data directory.
+
 Files of deleted partitions and segments may still be referenced by reads in flight (file slices
 waiting to be sent), so their descriptors stay open for ``file.delete.delay.ms``;
 ``delete_expired_files`` (also run by ``checkpoint``) closes them once that has passed.
@@ -31,7 +34,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from storage import files
@@ -193,25 +196,57 @@ class LogManager:
     def create_log(
         self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID, *, now_ms: int | None = None
     ) -> Log:
-        """The log of ``topic``-``partition``, created (empty) unless it already exists."""
+        """The log of ``topic``-``partition``, created (empty) unless it already exists; see ``create_logs``."""
+        return self.create_logs([(topic, partition, config, topic_id)], now_ms=now_ms)[0]
+
+    def create_logs(
+        self, specs: Iterable[tuple[str, int, LogConfig, uuid.UUID]], *, now_ms: int | None = None
+    ) -> list[Log]:
+        """The log of each ``(topic, partition, config, topic_id)``, in order, created (empty) unless
+        it already exists; an existing log gets the config, and the topic id if it had none.
+
+        New logs are made durable together once all their files exist: each new directory is
+        fsynced, then the data directory once. A new log's ``partition.metadata`` is fsynced
+        before its first append (see ``Log.create``). Raises ``ValueError``, before creating
+        anything, for a log that belongs to another topic id or a directory name that is too
+        long.
+        """
         self._require_loaded()
-        existing = self._logs.get((topic, partition))
-        if existing is not None:
-            if existing.topic_id is None:
-                write_partition_metadata(existing.dir, topic_id)
-                existing.topic_id = topic_id
-            elif existing.topic_id != topic_id:
-                raise ValueError(
-                    f"log {topic}-{partition} belongs to topic id {existing.topic_id}, not {topic_id}"
-                )
-            existing.update_config(config)
-            return existing
-        name = files.partition_dir_name(topic, partition)
-        if len(name.encode("utf-8")) > files.MAX_FILE_NAME_LENGTH:
-            raise ValueError(f"partition directory name {name!r} is too long")
-        log = Log.create(self.data_dir / name, config, topic_id=topic_id, now_ms=now_ms)
-        self._logs[(topic, partition)] = log
-        return log
+        specs = list(specs)
+        topic_ids: dict[tuple[str, int], uuid.UUID] = {}
+        for topic, partition, _, topic_id in specs:
+            existing = self._logs.get((topic, partition))
+            known = topic_ids.get((topic, partition), existing.topic_id if existing is not None else None)
+            if known is not None and known != topic_id:
+                raise ValueError(f"log {topic}-{partition} belongs to topic id {known}, not {topic_id}")
+            topic_ids[(topic, partition)] = topic_id
+            name = files.partition_dir_name(topic, partition)
+            if len(name.encode("utf-8")) > files.MAX_FILE_NAME_LENGTH:
+                raise ValueError(f"partition directory name {name!r} is too long")
+        now = _now_ms(now_ms)
+        logs: list[Log] = []
+        created: list[Log] = []
+        try:
+            for topic, partition, config, topic_id in specs:
+                log = self._logs.get((topic, partition))
+                if log is None:
+                    directory = self.data_dir / files.partition_dir_name(topic, partition)
+                    log = Log.create(directory, config, topic_id=topic_id, now_ms=now, sync=False)
+                    self._logs[(topic, partition)] = log
+                    created.append(log)
+                else:
+                    if log.topic_id is None:
+                        write_partition_metadata(log.dir, topic_id)
+                        log.topic_id = topic_id
+                    log.update_config(config)
+                logs.append(log)
+        finally:
+            # Whatever was created is durable before anything is appended to it.
+            if created:
+                for log in created:
+                    fsync_dir(log.dir)
+                fsync_dir(self.data_dir)
+        return logs
 
     def delete_logs(self, topic: str, *, now_ms: int | None = None) -> list[tuple[str, int]]:
         """Delete every partition log of ``topic``: each directory is renamed

@@ -1,6 +1,8 @@
 """LogManager: the data directory layout, loading, checkpoints, clean shutdown, deleting topics."""
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -229,4 +231,86 @@ def test_topic_configs_on_load(tmp_path: Path) -> None:
     special = LogConfig(cleanup_policy="compact")
     manager.load({"compacted": special})
     assert manager.get_log("compacted", 0).config is special
+    manager.close()
+
+
+def test_create_logs(tmp_path: Path, make_batch) -> None:
+    manager = _manager(tmp_path)
+    topic_id, other_id = uuid.uuid4(), uuid.uuid4()
+    existing = manager.create_log("t", 1, CONFIG, topic_id)
+    bigger = LogConfig(segment_bytes=3000)
+    logs = manager.create_logs([("t", p, bigger, topic_id) for p in range(3)] + [("u", 0, CONFIG, other_id)])
+    assert [(log.topic, log.partition, log.topic_id) for log in logs] == [
+        ("t", 0, topic_id), ("t", 1, topic_id), ("t", 2, topic_id), ("u", 0, other_id)
+    ]
+    assert logs[1] is existing and existing.config is bigger
+    assert all(manager.get_log(log.topic, log.partition) is log for log in logs)
+    assert read_partition_metadata(tmp_path / "u-0") == other_id
+    assert logs[0].append(make_batch(2), leader_epoch=0).first_offset == 0
+    # a conflict is found before anything is created
+    with pytest.raises(ValueError, match="belongs to topic id"):
+        manager.create_logs([("v", 0, CONFIG, topic_id), ("t", 2, CONFIG, other_id)])
+    with pytest.raises(ValueError, match="too long"):
+        manager.create_logs([("v", 0, CONFIG, topic_id), ("v" * 255, 0, CONFIG, topic_id)])
+    assert manager.get_log("v", 0) is None and not (tmp_path / "v-0").exists()
+    assert manager.create_logs([]) == []
+    manager.close()
+
+
+def test_new_logs_are_made_durable_together(tmp_path: Path, make_batch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each new directory and the data directory are fsynced once; ``partition.metadata`` is
+    fsynced before the log's first append, as Kafka does."""
+    manager = _manager(tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), tmp_path))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    logs = manager.create_logs([("t", p, CONFIG, uuid.uuid4()) for p in range(3)])
+    assert synced == ["t-0", "t-1", "t-2", "."]
+    synced.clear()
+    logs[1].append(make_batch(1), leader_epoch=0)
+    logs[1].append(make_batch(1), leader_epoch=0)
+    assert synced[0] == "t-1/partition.metadata"
+    assert synced.count("t-1/partition.metadata") == 1
+    synced.clear()
+    manager.create_log("t", 3, CONFIG, uuid.uuid4())
+    assert synced == ["t-3", "."]
+    monkeypatch.undo()
+    manager.close()
+
+
+def test_a_crash_before_the_first_append_can_leave_partition_metadata_empty(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+    manager.create_log("t", 0, CONFIG, topic_id)
+    _crash(manager)
+    (tmp_path / "t-0" / "partition.metadata").write_bytes(b"")  # its data never reached the disk
+    with caplog.at_level(logging.WARNING):
+        manager = _manager(tmp_path)
+    assert not caplog.records
+    log = manager.get_log("t", 0)
+    assert log.topic_id is None and log.log_end_offset == 0
+    assert manager.create_log("t", 0, CONFIG, topic_id) is log
+    assert log.topic_id == topic_id == read_partition_metadata(log.dir)
+    manager.close()
+
+
+def test_unclean_restart_of_many_new_partitions_is_quiet(
+    tmp_path: Path, make_batch, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = _manager(tmp_path)
+    logs = manager.create_logs([("__consumer_offsets", p, CONFIG, uuid.uuid4()) for p in range(10)])
+    logs[3].append(make_batch(2), leader_epoch=0)
+    manager.checkpoint()
+    _crash(manager)
+    with caplog.at_level(logging.WARNING):
+        manager = _manager(tmp_path)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert [log.log_end_offset for log in manager.logs()] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 0]
     manager.close()
