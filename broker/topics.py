@@ -169,6 +169,11 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
+        # The new logs are created, and made durable, together.
+        self.log_manager.create_logs(
+            [(name, index, log_config, topic.topic_id)
+             for index in range(num_partitions) if self.log_manager.get_log(name, index) is None]
+        )
         for index in range(num_partitions):
             topic.partitions.append(self._open_partition(topic, index))
         self._add(topic)
