@@ -41,7 +41,9 @@ class MemberSpec:
 class Assignor(Protocol):
     name: str
 
-    def assign(self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[str, Assignment]:
+    def assign(
+        self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]
+    ) -> dict[str, Assignment]:
         """The target assignment of every member (members with nothing get an empty assignment).
         ``topics`` holds every subscribed topic that exists."""
         ...
@@ -54,7 +56,9 @@ def _as_assignment(partitions: Mapping[uuid.UUID, set[int]]) -> Assignment:
 class UniformAssignor:
     name = "uniform"
 
-    def assign(self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[str, Assignment]:
+    def assign(
+        self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]
+    ) -> dict[str, Assignment]:
         if not members:
             return {}
         member_ids = sorted(members)
@@ -174,7 +178,9 @@ class UniformAssignor:
 class RangeAssignor:
     name = "range"
 
-    def assign(self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]) -> dict[str, Assignment]:
+    def assign(
+        self, members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicMetadata]
+    ) -> dict[str, Assignment]:
         ordered = sorted(
             members.values(),
             key=lambda m: (0, m.instance_id, "") if m.instance_id is not None else (1, "", m.member_id),

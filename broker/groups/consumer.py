@@ -353,7 +353,9 @@ class ConsumerGroup:
     def member(self, member_id: str) -> ConsumerGroupMember:
         member = self.members.get(member_id)
         if member is None:
-            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+            raise KafkaError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
+            )
         return member
 
     def update_member(self, member: ConsumerGroupMember) -> None:
@@ -400,7 +402,11 @@ class ConsumerGroup:
                 return self.target_assignment.get(previous, EMPTY_ASSIGNMENT)
         return self.target_assignment.get(member_id, EMPTY_ASSIGNMENT)
 
-    def preferred_assignor(self, default: str, replacing: tuple[ConsumerGroupMember | None, ConsumerGroupMember | None] = (None, None)) -> str:
+    def preferred_assignor(
+        self,
+        default: str,
+        replacing: tuple[ConsumerGroupMember | None, ConsumerGroupMember | None] = (None, None),
+    ) -> str:
         """The server assignor most members asked for (``default`` when none did); ``replacing`` is an
         (old, new) member pair to count instead of the group's current version of that member."""
         old, new = replacing

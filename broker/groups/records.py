@@ -310,7 +310,11 @@ _CONSUMER_GROUP_KEY_TYPES: dict[int, type] = {
     8: ConsumerGroupCurrentMemberAssignmentKey,
 }
 _CONSUMER_GROUP_KEY_VERSIONS = {key_type: version for version, key_type in _CONSUMER_GROUP_KEY_TYPES.items()}
-_MEMBER_KEYS = (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupCurrentMemberAssignmentKey)
+_MEMBER_KEYS = (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupCurrentMemberAssignmentKey,
+)
 
 
 @dataclass(slots=True)

@@ -36,7 +36,9 @@ async def handle_consumer_group_describe(
         for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])):
             topic = topics.by_id(topic_id)
             if topic is not None:  # partitions of deleted topics are not shown
-                described.append(TopicPartitions(topic_id=topic_id, topic_name=topic.name, partitions=sorted(partitions)))
+                described.append(
+                    TopicPartitions(topic_id=topic_id, topic_name=topic.name, partitions=sorted(partitions))
+                )
         return DescribedAssignment(topic_partitions=described)
 
     groups = []
