@@ -41,7 +41,9 @@ Snapshots: ``take_snapshot(offset)`` writes the state of every producer to
 first offset of the last batch, ``current_txn_first_offset`` is -1 outside a transaction. A snapshot
 holds only the last batch of each producer; ``load`` restores the newest snapshot and replays the
 batch headers written after it, which brings back the full last-five-batches window for recent
-producers.
+producers. A snapshot holds open transactions but not completed ones awaiting the high watermark: after
+``load`` (and a ``truncate`` that reloads) only transactions completed after the snapshot await it, so
+the log must call ``on_high_watermark_updated`` right after either, as Kafka's log does.
 """
 from __future__ import annotations
 
