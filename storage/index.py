@@ -14,10 +14,11 @@ the log is scanned forward from there. Like Kafka, a writable index file is prea
 ``segment.index.bytes`` (rounded down to whole entries) and trimmed to its entries when the
 segment stops being active or is closed. Slots past the last entry are kept zero, so the file of
 an index that was not closed (an unclean shutdown) is its entries followed by zeros. No entry
-after the first is all zeros (offsets increase from one entry to the next), so an index file
-found on disk holds the entries before its first all-zero slot after slot 0. Whether an all-zero
-slot 0 is an entry depends on the index: never in an offset index, whose entries never point at
-the first batch; in a time index, unless the segment's log is empty.
+after the first is all zeros (an offset index's offsets and a time index's timestamps increase
+from one entry to the next, and are never negative), so an index file found on disk holds the
+entries before its first all-zero slot after slot 0. Whether an all-zero slot 0 is an entry
+depends on the index: never in an offset index, whose entries never point at byte 0; in a time
+index, unless the segment's log is empty.
 
 Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
 and rebuilt by the caller.
@@ -185,8 +186,8 @@ class _MappedIndex:
 class OffsetIndex(_MappedIndex):
     """Maps offsets to byte positions in the segment's ``.log`` file (``.index`` files).
 
-    The first batch of a segment is never indexed (it is found from the base offset), so no
-    entry points at byte 0 and an all-zero slot is never an entry.
+    The first batch of a segment is never indexed (lookups below the first entry start at byte
+    0), so no entry points at byte 0 and an all-zero slot is never an entry.
     """
 
     entry_size = _OFFSET_ENTRY.size
