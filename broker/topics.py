@@ -107,17 +107,25 @@ class TopicManager:
             for record in self.catalog.topics.values()
         ]
         self.log_manager.load({topic.name: topic.log_config for topic in topics})
+        # Logs of a topic the catalog no longer has were being deleted when the broker stopped.
+        on_disk = {storage_log.topic for storage_log in self.log_manager.logs()}
+        for orphan in sorted(on_disk - self.catalog.topics.keys()):
+            log.warning("deleting the logs of %s, a topic deleted before the last stop", orphan)
+            self.log_manager.delete_logs(orphan)
         for topic in topics:
-            for index in range(self.catalog.topics[topic.name].partitions):
-                topic.partitions.append(self._open_partition(topic, index))
+            self._open_partitions(topic, self.catalog.topics[topic.name].partitions)
             self._add(topic)
         log.info("loaded %d topics", len(self._topics))
 
-    def _open_partition(self, topic: Topic, index: int) -> Partition:
-        storage_log = self.log_manager.get_log(topic.name, index)
-        if storage_log is None:
-            storage_log = self.log_manager.create_log(topic.name, index, topic.log_config, topic.topic_id)
-        return Partition(topic.name, topic.topic_id, index, storage_log, self.config.node_id)
+    def _open_partitions(self, topic: Topic, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions over their logs. Missing logs are created, and made
+        durable, together; existing ones get the topic's config (and its id, if theirs was lost)."""
+        first = len(topic.partitions)
+        logs = self.log_manager.create_logs(
+            [(topic.name, index, topic.log_config, topic.topic_id) for index in range(first, count)]
+        )
+        for index, storage_log in enumerate(logs, start=first):
+            topic.partitions.append(Partition(topic.name, topic.topic_id, index, storage_log, self.config.node_id))
 
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
@@ -169,13 +177,7 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
-        # The new logs are created, and made durable, together.
-        self.log_manager.create_logs(
-            [(name, index, log_config, topic.topic_id)
-             for index in range(num_partitions) if self.log_manager.get_log(name, index) is None]
-        )
-        for index in range(num_partitions):
-            topic.partitions.append(self._open_partition(topic, index))
+        self._open_partitions(topic, num_partitions)
         self._add(topic)
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         return topic
@@ -214,8 +216,7 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count)
-        for index in range(current, count):
-            topic.partitions.append(self._open_partition(topic, index))
+        self._open_partitions(topic, count)
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
