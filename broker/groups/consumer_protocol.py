@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.config import ConfigError
 from broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec
 from broker.groups.classic import ClassicGroup
 from broker.groups.consumer import (
@@ -160,7 +161,7 @@ class ConsumerGroupProtocol:
         names = [_assignor_name(n) for n in configured.split(",") if n.strip()] or [DEFAULT_ASSIGNOR, "range"]
         unknown = [n for n in names if n not in ASSIGNORS]
         if unknown:
-            raise ValueError(f"group.consumer.assignors: unknown assignors {unknown}; known: {sorted(ASSIGNORS)}")
+            raise ConfigError(f"group.consumer.assignors: unknown assignors {unknown}; known: {sorted(ASSIGNORS)}")
         self.assignors = {name: ASSIGNORS[name] for name in names}
         self.default_assignor = names[0]
         self._regexes: dict[str, re.Pattern[str]] = {}
@@ -559,9 +560,7 @@ class ConsumerGroupProtocol:
     def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
         group = self._consumer_group(request.group_id, create=False)
         if request.instance_id is None:
-            member = group.member(request.member_id)
-            log.info("group %s: member %s leaves", group.group_id, member.member_id)
-            self.fence(group, member, "it left the group")
+            self.fence(group, group.member(request.member_id), "it left the group")
         else:
             member = group.static_member(request.instance_id)
             if member is None:
@@ -583,10 +582,7 @@ class ConsumerGroupProtocol:
                 self._write(group.group_id, [_current_assignment_record(group.group_id, departed)])
                 self.timers.cancel(_rebalance_key(group.group_id, member.member_id))
                 return HeartbeatResult(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-            log.info(
-                "group %s: static member %s (instance %s) leaves", group.group_id, member.member_id, request.instance_id
-            )
-            self.fence(group, member, "it left the group")
+            self.fence(group, member, f"it left the group (instance {request.instance_id})")
         return HeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch)
 
     def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> None:
@@ -598,8 +594,10 @@ class ConsumerGroupProtocol:
         records.append((ConsumerGroupMetadataKey(group.group_id), ConsumerGroupMetadataValue(group.group_epoch + 1)))
         self._write(group.group_id, records)
         self._cancel_member_timers(group.group_id, member.member_id)
-        log.info("group %s: member %s removed because %s; group epoch %d", group.group_id, member.member_id, reason,
-                 group.group_epoch)
+        log.info(
+            "group %s: member %s removed because %s; group epoch %d", group.group_id, member.member_id, reason,
+            group.group_epoch,
+        )
 
     def _fence_if_current(self, group_id: str, member_id: str, member_epoch: int | None, reason: str) -> None:
         group = self.coordinator.groups.get(group_id)

@@ -3,7 +3,8 @@
 State, protocol type and members of classic groups. A Stable group also reports its protocol and each
 member's metadata and assignment; other states list members without them. An unknown group is
 reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. v4 adds each member's group.instance.id;
-authorized operations (v3+) are not computed.
+authorized operations (v3+) are not computed. A consumer group of the KIP-848 protocol is reported
+like an unknown group, as Kafka does: ConsumerGroupDescribe describes it.
 """
 from __future__ import annotations
 
