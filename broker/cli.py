@@ -22,6 +22,7 @@ import trio
 
 from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
 from broker.server import Server
+from wire.errors import KafkaError
 
 log = logging.getLogger("trafka")
 
@@ -112,13 +113,27 @@ def main(argv: list[str] | None = None) -> int:
         config.data_dir = Path(temp_dir)
     try:
         trio.run(run, config)
-    except OSError as exc:
-        print(f"trafka: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        # Bad properties that only the broker's parts can judge (topic defaults, group settings)
+        # and addresses that cannot be bound get one line each, not a traceback.
+        errors = list(_leaf_exceptions(exc))
+        if not all(isinstance(e, (ConfigError, KafkaError, OSError)) for e in errors):
+            raise
+        for error in errors:
+            print(f"trafka: {error}", file=sys.stderr)
+        return 1 if all(isinstance(e, OSError) for e in errors) else 2
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
     return 0
+
+
+def _leaf_exceptions(exc: BaseException):
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaf_exceptions(inner)
+    else:
+        yield exc
 
 
 if __name__ == "__main__":

@@ -37,7 +37,10 @@ class Server:
         """Serve until :meth:`request_shutdown`; ``task_status.started`` gets the bound addresses."""
         config = self.config
         try:
-            listeners = await trio.open_tcp_listeners(config.port, host=config.host or None)
+            try:
+                listeners = await trio.open_tcp_listeners(config.port, host=config.host or None)
+            except OSError as exc:
+                raise OSError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from exc
             addresses = [listener.socket.getsockname() for listener in listeners]
             if config.port == 0:
                 config.port = addresses[0][1]

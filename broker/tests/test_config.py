@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,26 @@ def test_ephemeral_data_dir_is_removed_at_exit_after_sigint():
             process.kill()
             process.wait()
     assert not data_dir.exists()
+
+
+def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: Path):
+    bad_default = subprocess.run(
+        [sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(tmp_path / "a"),
+         "--override", "log.segment.bytes=huge"],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert bad_default.returncode == 2
+    assert bad_default.stderr.strip().splitlines()[-1].startswith("trafka: INVALID_CONFIG")
+    assert "Traceback" not in bad_default.stderr
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        in_use = subprocess.run(
+            [sys.executable, "-m", "broker", "--port", str(port), "--data-dir", str(tmp_path / "b")],
+            cwd=ROOT, capture_output=True, text=True, timeout=30,
+        )
+    assert in_use.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in in_use.stderr
+    assert "Traceback" not in in_use.stderr
