@@ -20,6 +20,9 @@ entries before its first all-zero slot after slot 0. Whether an all-zero slot 0 
 depends on the index: never in an offset index, whose entries never point at byte 0; in a time
 index, unless the segment's log is empty.
 
+An index file is created when its first entry is written: until then the index is empty and
+nothing is mapped, so creating many partitions creates no index files.
+
 Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
 and rebuilt by the caller.
 
@@ -64,7 +67,12 @@ def _advise_random(mapped: mmap.mmap) -> None:
 
 
 class _MappedIndex:
-    """A file of fixed-size sorted entries, memory-mapped, with a count of valid entries."""
+    """A file of fixed-size sorted entries, memory-mapped, with a count of valid entries.
+
+    A file that does not exist yet reads as an empty index and is created, preallocated, when
+    its first entry is written (or ``create_file`` is called): a new partition, or one that is
+    never written to, maps nothing and creates no index files.
+    """
 
     entry_size: int
     # Whether an all-zero slot 0 in a file found on disk is an entry rather than zero fill.
@@ -77,23 +85,49 @@ class _MappedIndex:
         self._mmap: mmap.mmap | None = None
         self._closed = False
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            newly_created = True
-        except FileExistsError:
             fd = os.open(path, os.O_RDWR)
-            newly_created = False
+        except FileNotFoundError:
+            # Created (preallocated to ``length``) when the first entry is written.
+            if max_index_bytes < self.entry_size:
+                raise ValueError(f"invalid max index size {max_index_bytes}") from None
+            self.file_exists = False
+            self.length = self._round_down(max_index_bytes)
+            self.max_entries = self.length // self.entry_size
+            self.entries = 0
+            return
         try:
-            if newly_created:
-                if max_index_bytes < self.entry_size:
-                    raise ValueError(f"invalid max index size {max_index_bytes}")
-                os.ftruncate(fd, self._round_down(max_index_bytes))
             self.length = os.fstat(fd).st_size
             if self.length > 0:
                 self._mmap = _map(fd, self.length)
         finally:
             os.close(fd)
+        self.file_exists = True
         self.max_entries = self.length // self.entry_size
-        self.entries = 0 if newly_created else self._entries_before_zero_fill()
+        self.entries = self._entries_before_zero_fill()
+
+    def _writable_map(self) -> mmap.mmap:
+        """The mapping entries are written to; creates the file on the first write."""
+        if self._mmap is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self.length)
+                self._mmap = _map(fd, self.length)
+            finally:
+                os.close(fd)
+            self.file_exists = True
+        return self._mmap
+
+    def create_file(self) -> None:
+        """Make sure the file exists on disk (holding the current entries), even with none."""
+        if not self.file_exists:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self.length)
+                if self.length > 0:
+                    self._mmap = _map(fd, self.length)
+            finally:
+                os.close(fd)
+            self.file_exists = True
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size
@@ -140,20 +174,21 @@ class _MappedIndex:
         new_length = self._round_down(new_size)
         if new_length == self.length:
             return False
-        if self._mmap is not None and new_length > 0:
-            self._mmap.resize(new_length)
-            _advise_random(self._mmap)
-        else:
-            if self._mmap is not None:
-                self._mmap.close()
-                self._mmap = None
-            os.truncate(self.path, new_length)
-            if new_length > 0:
-                fd = os.open(self.path, os.O_RDWR)
-                try:
-                    self._mmap = _map(fd, new_length)
-                finally:
-                    os.close(fd)
+        if self.file_exists:  # otherwise the file is created with the new length when written to
+            if self._mmap is not None and new_length > 0:
+                self._mmap.resize(new_length)
+                _advise_random(self._mmap)
+            else:
+                if self._mmap is not None:
+                    self._mmap.close()
+                    self._mmap = None
+                os.truncate(self.path, new_length)
+                if new_length > 0:
+                    fd = os.open(self.path, os.O_RDWR)
+                    try:
+                        self._mmap = _map(fd, new_length)
+                    finally:
+                        os.close(fd)
         self.length = new_length
         self.max_entries = new_length // self.entry_size
         self.entries = min(self.entries, self.max_entries)
@@ -263,7 +298,7 @@ class OffsetIndex(_MappedIndex):
                 f"offset {self.last_offset}"
             )
         relative = self._relative_offset(offset)
-        _OFFSET_ENTRY.pack_into(self._mmap, self.entries * 8, relative, position)  # type: ignore[arg-type]
+        _OFFSET_ENTRY.pack_into(self._writable_map(), self.entries * 8, relative, position)
         self.entries += 1
         self.last_offset = offset
         if self._relative_offsets is not None and self._positions is not None:
@@ -378,7 +413,7 @@ class TimeIndex(_MappedIndex):
         if timestamp > last_timestamp:
             if self.entries >= self.max_entries:
                 self.resize(self.length + self.entry_size)
-            _TIME_ENTRY.pack_into(self._mmap, self.entries * 12, timestamp, self._relative_offset(offset))  # type: ignore[arg-type]
+            _TIME_ENTRY.pack_into(self._writable_map(), self.entries * 12, timestamp, self._relative_offset(offset))
             self.entries += 1
             self.last_entry = (timestamp, offset)
 

@@ -153,7 +153,8 @@ class Log:
         sync: bool = True,
     ) -> Log:
         """A new, empty log in ``directory``: the directory, ``partition.metadata`` (given a topic
-        id) and the files of the first segment.
+        id) and the ``.log`` file of the first segment (its index files are created when first
+        written to). A directory that already exists is loaded as it is instead.
 
         With ``sync`` the log is durable on return: ``partition.metadata``, the directory and its
         parent are fsynced. Without it the caller fsyncs the new directory and its parent, so
@@ -161,11 +162,33 @@ class Log:
         in Kafka, ``partition.metadata`` is fsynced before the first append (or at close): no
         data reaches the disk before the topic id it belongs to.
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        files.parse_partition_dir_name(directory.name)  # a ValueError for a directory that is no log
+        try:
+            directory.mkdir(parents=True)
+            is_new = True
+        except FileExistsError:
+            is_new = False
         if topic_id is not None:
             with open(directory / files.PARTITION_METADATA_FILE, "wb") as file:
                 file.write(_partition_metadata(topic_id))
-        log = cls.open(directory, config, had_clean_shutdown=True, now_ms=now_ms)
+        if is_new:
+            # Nothing to load from an empty directory: build the log directly.
+            now = _now_ms(now_ms)
+            log = cls(
+                directory,
+                config,
+                [LogSegment(directory, 0, config, now_ms=now)],
+                topic_id=topic_id,
+                log_start_offset=0,
+                log_end_offset=0,
+                recovery_point=0,
+                high_watermark=0,
+                leader_epoch_cache=LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT),
+                producer_state=ProducerStateManager(directory),
+                now_ms=now,
+            )
+        else:
+            log = cls.open(directory, config, had_clean_shutdown=True, now_ms=now_ms)
         log._partition_metadata_unsynced = topic_id is not None
         if sync:
             log._sync_partition_metadata()
@@ -876,7 +899,7 @@ class _LogLoader:
         self, *, recovery_point: int, log_start_offset: int, high_watermark: int, had_clean_shutdown: bool
     ) -> Log:
         self._remove_temporary_files()
-        segments = self._load_segments()
+        segments = self._load_segments(None if had_clean_shutdown else recovery_point)
         if not had_clean_shutdown:
             segments = self._recover_unflushed(segments, recovery_point)
         if self.rebuild_leader_epochs:
@@ -986,21 +1009,30 @@ class _LogLoader:
         for path in swap_files:
             os.replace(path, path.with_name(path.name.removesuffix(files.SWAP_FILE_SUFFIX)))
 
-    def _load_segments(self) -> list[LogSegment]:
+    def _load_segments(self, recovery_point: int | None) -> list[LogSegment]:
+        """Open every segment; rebuild the indexes of those that fail their sanity check.
+
+        Given the ``recovery_point`` of an unclean shutdown, the segments from the one holding it
+        on are not checked: ``_recover_unflushed`` rebuilds their indexes anyway (and an active
+        segment's index files may not have been written yet).
+        """
+        named = (_offset_or_none(path.name) for path in self.dir.glob("*" + files.LOG_FILE_SUFFIX))
+        bases = sorted(base_offset for base_offset in named if base_offset is not None)
+        first_recovered = len(bases)
+        if recovery_point is not None and bases:
+            first_recovered = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         segments = []
-        for path in sorted(self.dir.glob("*" + files.LOG_FILE_SUFFIX)):
-            base_offset = _offset_or_none(path.name)
-            if base_offset is None:
-                continue
+        for i, base_offset in enumerate(bases):
             segment = LogSegment(self.dir, base_offset, self.config, now_ms=self.now_ms)
-            try:
-                segment.sanity_check()
-            except (CorruptIndexError, KafkaError) as e:
-                logger.warning("%s: rebuilding the indexes of segment %d: %s", self.dir, base_offset, e)
-                segment.release_indexes()
-                for index_path in (segment.offset_index_path, segment.time_index_path):
-                    index_path.unlink(missing_ok=True)
-                segment.recover(self._on_recovered_batch)
+            if i < first_recovered:
+                try:
+                    segment.sanity_check()
+                except (CorruptIndexError, KafkaError) as e:
+                    logger.warning("%s: rebuilding the indexes of segment %d: %s", self.dir, base_offset, e)
+                    segment.release_indexes()
+                    for index_path in (segment.offset_index_path, segment.time_index_path):
+                        index_path.unlink(missing_ok=True)
+                    segment.recover(self._on_recovered_batch)
             segments.append(segment)
         return segments
 

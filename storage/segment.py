@@ -8,7 +8,8 @@ a ``FileSlice`` of whole batches that the broker sends with ``sendfile``.
 Every ``index.interval.bytes`` of appended data, the segment adds an offset index entry for the
 batch being appended (its last offset and its byte position) and a time index entry with the
 largest timestamp seen so far. Indexes are opened lazily, so a broker with many old segments maps
-only the indexes it uses.
+only the indexes it uses, and an index file is created with its first entry (or when a segment
+with data stops being active or is closed), so a new partition starts with its ``.log`` alone.
 
 ``recover`` re-validates every batch (framing, CRC, increasing offsets) after an unclean shutdown,
 truncates the file after the last good batch and rebuilds both indexes from scratch.
@@ -106,7 +107,9 @@ class LogSegment:
         self._max_timestamp_and_offset: tuple[int, int] | None = None
         self._rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry = 0
-        if self.size == 0:  # a new (or empty) segment gets its index files right away
+        if self.size == 0:
+            # Open the indexes while the log is known to be empty (an all-zero first time index
+            # slot is then zero fill); their files are created when first written to.
             _ = self.offset_index, self.time_index
 
     def __repr__(self) -> str:
@@ -136,8 +139,9 @@ class LogSegment:
         return self.offset_index_path.exists() and self.time_index_path.exists()
 
     def sanity_check(self) -> None:
-        """Raise ``CorruptIndexError`` if an index file is missing or implausible."""
-        if not self.indexes_exist():
+        """Raise ``CorruptIndexError`` if an index file is implausible, or missing for a segment
+        with data (an empty segment's index files are created when first written to)."""
+        if self.size and not self.indexes_exist():
             raise CorruptIndexError(f"index files of segment {self.log_path} are missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.size)
@@ -152,10 +156,15 @@ class LogSegment:
                 )
 
     def release_indexes(self) -> None:
-        """Unmap both indexes (they reopen on next use); for segments that are not active."""
+        """Trim and unmap both indexes (they reopen on next use); for segments that are not active.
+
+        A segment with data keeps both index files on disk, empty ones too, so that a restart
+        finds them and does not rebuild them."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
+                if self.size:
+                    index.create_file()
         self._offset_index = None
         self._time_index = None
 

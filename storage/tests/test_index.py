@@ -14,12 +14,29 @@ from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 def test_offset_index_is_preallocated_and_trimmed_on_close(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
     index = OffsetIndex(path, base_offset=100, max_index_bytes=1003)
-    assert path.stat().st_size == 1000  # rounded down to whole 8-byte entries
-    assert index.max_entries == 125
+    assert not path.exists()  # created with the first entry
+    assert index.max_entries == 125  # rounded down to whole 8-byte entries
     index.append(105, 4200)
+    assert path.stat().st_size == 1000
     index.append(110, 8400)
     index.close()
     assert path.read_bytes() == struct.pack(">iiii", 5, 4200, 10, 8400)
+
+
+def test_an_index_never_written_to_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    index = TimeIndex(path, 0, 1200, log_is_empty=True)
+    assert index.lookup(5) == (-1, 0)
+    index.resize(600)
+    assert index.max_entries == 50
+    index.flush()
+    index.close()
+    assert not path.exists()
+    reopened = TimeIndex(path, 0, 1200, log_is_empty=True)
+    reopened.create_file()  # an empty file, trimmed
+    assert path.stat().st_size == 1200
+    reopened.close()
+    assert path.read_bytes() == b""
 
 
 def test_offset_index_reopens_with_its_entries(tmp_path: Path) -> None:

@@ -39,16 +39,28 @@ def _fill(segment: LogSegment, make_batch, batches: int, *, records: int = 2, st
     return bases
 
 
-def test_new_segment_creates_its_files_with_kafka_names(tmp_path: Path) -> None:
+def test_new_segment_creates_its_files_with_kafka_names(tmp_path: Path, make_batch) -> None:
     segment = _segment(tmp_path, 1234)
-    names = sorted(p.name for p in (tmp_path / "t-0").iterdir())
-    assert names == [
+    directory = tmp_path / "t-0"
+    # the index files come with the first index entry, or when a segment with data is closed
+    assert sorted(p.name for p in directory.iterdir()) == ["00000000000000001234.log"]
+    assert segment.read_next_offset() == 1234
+    _fill(segment, make_batch, 1)
+    segment.close()
+    assert sorted(p.name for p in directory.iterdir()) == [
         "00000000000000001234.index",
         "00000000000000001234.log",
         "00000000000000001234.timeindex",
     ]
-    assert segment.read_next_offset() == 1234
+
+
+def test_an_empty_segment_closes_without_index_files(tmp_path: Path) -> None:
+    segment = _segment(tmp_path, 0)
     segment.close()
+    reopened = _segment(tmp_path, 0)
+    reopened.sanity_check()  # no index files are needed for an empty log
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == ["00000000000000000000.log"]
+    reopened.close()
 
 
 def test_append_writes_bytes_as_given_and_indexes_every_interval(tmp_path: Path, make_batch) -> None:
