@@ -39,7 +39,7 @@ from storage import files
 from storage.checkpoints import atomic_write, fsync_dir
 from storage.config import LogConfig
 from storage.index import AbortedTxn, CorruptIndexError
-from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, LeaderEpochCache
+from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import AppendedBatch, LogSegment, next_offset_in_file
 from storage.topics import topic_id_from_string, topic_id_to_string
@@ -118,7 +118,9 @@ class Log:
         self.topic, self.partition = files.parse_partition_dir_name(directory.name)
         self.config = config
         self.topic_id = topic_id
-        self.leader_epoch_cache = leader_epoch_cache
+        self._leader_epoch_cache = leader_epoch_cache
+        # A new leader epoch seen by an append, not yet in the cache (see ``_note_leader_epoch``).
+        self._unrecorded_leader_epoch: EpochEntry | None = None
         self.producer_state = producer_state
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
@@ -345,7 +347,7 @@ class Log:
             raise
         self._index_aborted_transactions(producer_state.commit_append())
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            self._note_leader_epoch(leader_epoch, first_offset)
         record_count = sum(header.record_count for _, header in batches)
         self._after_append(record_count, now)
         return AppendInfo(
@@ -389,7 +391,7 @@ class Log:
         self._index_aborted_transactions(producer_state.commit_append())
         for _, header in batches:
             if header.partition_leader_epoch >= 0:
-                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                self._note_leader_epoch(header.partition_leader_epoch, header.base_offset)
         record_count = sum(header.record_count for _, header in batches)
         self._after_append(record_count, now)
         return AppendInfo(batches[0][1].base_offset, appended[-1].last_offset, -1, self.log_start_offset, record_count)
@@ -662,6 +664,34 @@ class Log:
                 best = segment
         return best.offset_of_max_timestamp() if best is not None else None
 
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        """The leader epoch cache, holding the epochs of every append so far."""
+        self._record_leader_epoch()
+        return self._leader_epoch_cache
+
+    def _note_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """Remember that appends under ``epoch`` began at ``start_offset`` (the log end offset
+        before them).
+
+        An epoch that changes is recorded in the cache, which writes ``leader-epoch-checkpoint``,
+        when segments are flushed, the log is closed or the cache is read, not on the append:
+        the first append of each partition stays one write. Batches not yet flushed carry their
+        epoch, and recovery after a crash learns it from them.
+        """
+        unrecorded = self._unrecorded_leader_epoch
+        latest = unrecorded.epoch if unrecorded is not None else self._leader_epoch_cache.latest_epoch()
+        if epoch == latest:
+            return
+        self._record_leader_epoch()
+        self._unrecorded_leader_epoch = EpochEntry(epoch, start_offset)
+
+    def _record_leader_epoch(self) -> None:
+        unrecorded = self._unrecorded_leader_epoch
+        if unrecorded is not None:
+            self._unrecorded_leader_epoch = None
+            self._leader_epoch_cache.assign(*unrecorded)
+
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)``; (-1, -1) when unknown."""
         return self.leader_epoch_cache.end_offset_for(epoch, self._log_end_offset)
@@ -698,6 +728,7 @@ class Log:
             self.flush(now_ms=now)
 
     def _flush_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
+        self._record_leader_epoch()  # before the recovery point passes the batches it covers
         try:
             for segment in segments:
                 segment.flush()
@@ -836,6 +867,10 @@ class Log:
             self._sync_partition_metadata()
         except KafkaError as e:
             logger.warning("%s: %s", self.dir, e.message)
+        try:
+            self._record_leader_epoch()
+        except OSError as e:
+            logger.warning("%s: could not write the leader epoch checkpoint: %s", self.dir, e)
         try:
             self.producer_state.take_snapshot(self._log_end_offset)
         except OSError as e:

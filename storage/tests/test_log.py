@@ -239,6 +239,21 @@ def test_coordinator_appends_allow_control_batches(tmp_path: Path, make_batch) -
     log.close()
 
 
+def test_a_new_leader_epoch_is_checkpointed_when_the_log_is_flushed(tmp_path: Path, make_batch) -> None:
+    log = _log(tmp_path, LogConfig())
+    checkpoint = log.dir / "leader-epoch-checkpoint"
+    log.append(make_batch(2), leader_epoch=0)
+    assert not checkpoint.exists()
+    log.append(make_batch(2), leader_epoch=3)  # records epoch 0; epoch 3 waits for the flush
+    log.append(make_batch(2), leader_epoch=3)
+    assert checkpoint.read_text() == "0\n1\n0 0\n"
+    log.flush()
+    assert checkpoint.read_text() == "0\n2\n0 0\n3 2\n"
+    log.append(make_batch(2), leader_epoch=4)
+    log.close()
+    assert checkpoint.read_text() == "0\n3\n0 0\n3 2\n4 6\n"
+
+
 def test_leader_epochs(tmp_path: Path, make_batch) -> None:
     log = _log(tmp_path)
     log.append(make_batch(2), leader_epoch=0)

@@ -254,6 +254,14 @@ def test_producer_state_survives_restarts(tmp_path: Path, make_batch) -> None:
     again.close()
 
 
+def test_leader_epochs_not_yet_checkpointed_are_learned_from_the_batches(tmp_path: Path, make_batch) -> None:
+    log = _filled_log(tmp_path, make_batch)  # epochs 1, 2, 3 from offsets 0, 20, 40
+    _crash(log)
+    reopened = Log.open(log.dir, CONFIG, recovery_point=log.recovery_point)
+    assert [tuple(entry) for entry in reopened.leader_epoch_cache.entries] == [(1, 0), (2, 20), (3, 40)]
+    reopened.close()
+
+
 def test_unreadable_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path, make_batch) -> None:
     log = _filled_log(tmp_path, make_batch)
     log.flush()
