@@ -43,7 +43,7 @@ class Broker:
         self.catalog = TopicCatalog(config.data_dir)
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
-        # -- group coordinator (consumer groups, committed offsets in __consumer_offsets) --
+        # Consumer groups and their committed offsets (kept in __consumer_offsets).
         self.groups = GroupCoordinator(self)
         self._background: trio.CancelScope | None = None
 
@@ -61,7 +61,7 @@ class Broker:
         deleted segments once ``file.delete.delay.ms`` has passed, and checkpoints."""
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
-                # -- group coordinator: replays __consumer_offsets, runs group timers --
+                # The coordinator replays __consumer_offsets, then runs the group timers.
                 await nursery.start(self.groups.run)
                 task_status.started()
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
@@ -80,7 +80,7 @@ class Broker:
     async def stop(self) -> None:
         if self._background is not None:
             self._background.cancel()
-        self.groups.stop()  # -- group coordinator --
+        self.groups.stop()
         self.log_manager.close()
         log.info("logs flushed and checkpointed")
 
