@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.handlers import REGISTRY, RequestContext
+from broker.handlers import REGISTRY, CloseConnection, RequestContext
 from broker.handlers.api_versions import api_versions_response
 from wire.chunks import Chunk, FileSlice
 from wire.errors import ErrorCode
@@ -93,6 +93,9 @@ class ClientConnection:
             ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
             try:
                 response = await handler.handle(ctx, request)
+            except CloseConnection as exc:
+                log.info("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
+                return
             except Exception:
                 log.exception(
                     "closing connection %s from %s: %s v%d request (correlation id %d) failed",

@@ -1,5 +1,5 @@
 """Request handlers, one module per API. Importing this package registers all of them."""
-from broker.handlers.registry import REGISTRY, RequestContext, handles
+from broker.handlers.registry import REGISTRY, CloseConnection, RequestContext, handles
 
 from broker.handlers import (  # noqa: E402,F401  (imported for their registrations)
     api_versions,
@@ -33,4 +33,4 @@ from broker.handlers import (  # noqa: E402,F401  (imported for their registrati
     consumer_group_describe,
 )
 
-__all__ = ["REGISTRY", "RequestContext", "handles"]
+__all__ = ["REGISTRY", "CloseConnection", "RequestContext", "handles"]

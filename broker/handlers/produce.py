@@ -8,13 +8,14 @@ log validates its header and CRC-32C, checks the idempotent producer's sequence,
 offset and leader epoch in place and appends it; records are not decoded. With a single replica the
 high watermark moves on every append, so acks=1 and acks=all are answered at once; acks=all with
 min.insync.replicas above the in-sync replica count fails with NOT_ENOUGH_REPLICAS, as Kafka does.
-acks=0 gets no response at all. Produce never creates topics: that is Metadata's job.
+acks=0 gets no response at all; if any partition failed, the connection is closed instead, as Kafka
+does, so the producer refreshes its metadata. Produce never creates topics: that is Metadata's job.
 """
 from __future__ import annotations
 
 import logging
 
-from broker.handlers.registry import RequestContext, handles
+from broker.handlers.registry import CloseConnection, RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ProduceRequest, ProduceResponse
 from wire.protocol import ApiKey
@@ -74,6 +75,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partition_responses)
         )
     if acks == 0:
+        failed = [
+            f"{t.name or t.topic_id}-{p.index}: {ErrorCode(p.error_code).name}"
+            for t in responses
+            for p in t.partition_responses
+            if p.error_code != ErrorCode.NONE
+        ]
+        if failed:
+            # No response is expected, so closing is the only way to tell the producer to refresh
+            # its metadata and look again.
+            raise CloseConnection(f"acks=0 produce failed for {', '.join(failed)}")
         return None
     return ProduceResponse(responses=responses)
 

@@ -34,6 +34,11 @@ class RequestContext:
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
+class CloseConnection(Exception):
+    """Raised by a handler whose request gets no response and whose failure the client must still
+    learn of: the connection is closed, with the reason logged (Produce with acks=0, as Kafka does)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RegisteredHandler:
     api_key: ApiKey

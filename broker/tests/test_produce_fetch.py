@@ -246,3 +246,16 @@ async def test_records_on_disk_are_the_produced_bytes(client: KafkaClient, broke
     assert fetched[8:12] == batch[8:12]
     assert fetched[16:] == batch[16:]
     assert RecordBatch(fetched).is_valid()
+
+
+async def test_acks_zero_failure_closes_the_connection_and_others_are_served(client: KafkaClient, broker: RunningBroker):
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, PRODUCE_VERSION, 5, "t"))
+    produce_request("no-such-topic", build_batch([SimpleRecord(None, b"x")]), acks=0).encode_into(
+        writer, PRODUCE_VERSION
+    )
+    body = writer.to_bytes()
+    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    assert await client.stream.receive_some(100) == b""
+    other = await broker.client()
+    assert (await other.request(ApiVersionsRequest(), 3)).error_code == ErrorCode.NONE
