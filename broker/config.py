@@ -101,7 +101,6 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
-    message_max_bytes: int = 1_048_588
     group_initial_rebalance_delay_ms: int = 0
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -149,7 +148,6 @@ class BrokerConfig:
         config.socket_request_max_bytes = _int(
             props, "socket.request.max.bytes", config.socket_request_max_bytes
         )
-        config.message_max_bytes = _int(props, "message.max.bytes", config.message_max_bytes)
         config.group_initial_rebalance_delay_ms = _int(
             props, "group.initial.rebalance.delay.ms", config.group_initial_rebalance_delay_ms
         )
