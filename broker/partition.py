@@ -79,6 +79,18 @@ class Partition:
         """Batches from ``offset`` up to the high watermark (consumers never see uncommitted data)."""
         return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark, min_one_batch=min_one_batch)
 
+    def leadership(self) -> dict[str, object]:
+        """Leader, leader epoch and replica sets, under the field names of the metadata responses
+        (Metadata, DescribeTopicPartitions)."""
+        return {
+            "partition_index": self.index,
+            "leader_id": self.leader_id,
+            "leader_epoch": self.leader_epoch,
+            "replica_nodes": list(self.replicas),
+            "isr_nodes": list(self.isr),
+            "offline_replicas": [],
+        }
+
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Refuse a request made for another leader epoch (-1: the client does not say), as
         Kafka does: an older epoch is fenced, a newer one is not known here yet."""

@@ -119,15 +119,7 @@ def _topic_result(topic: Topic, start: int, end: int) -> TopicResult:
         is_internal=topic.is_internal,
         partitions=[
             PartitionResult(
-                error_code=ErrorCode.NONE,
-                partition_index=partition.index,
-                leader_id=partition.leader_id,
-                leader_epoch=partition.leader_epoch,
-                replica_nodes=list(partition.replicas),
-                isr_nodes=list(partition.isr),
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
+                error_code=ErrorCode.NONE, eligible_leader_replicas=[], last_known_elr=[], **partition.leadership()
             )
             for partition in topic.partitions[start:end]
         ],

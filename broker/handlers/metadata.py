@@ -73,17 +73,6 @@ def _topic_response(topic: Topic) -> TopicResponse:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
-        partitions=[
-            PartitionResponse(
-                error_code=ErrorCode.NONE,
-                partition_index=p.index,
-                leader_id=p.leader_id,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr),
-                offline_replicas=[],
-            )
-            for p in topic.partitions
-        ],
+        partitions=[PartitionResponse(error_code=ErrorCode.NONE, **p.leadership()) for p in topic.partitions],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
