@@ -101,7 +101,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     offsets_topic_num_partitions: int = 50

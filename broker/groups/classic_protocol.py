@@ -9,9 +9,11 @@ This follows Apache Kafka's group coordinator:
   when the rebalance timeout (the longest of the members') expires; members that did not rejoin are
   dropped. Then the generation is bumped, the protocol chosen, and every parked JoinGroup answered; the
   leader's response carries all members' metadata.
-- A new group's first rebalance waits ``group.initial.rebalance.delay.ms`` (trafka's default: 0) and,
-  beyond it, for the members already known to have rejoined: consumers started together form one
-  generation at once instead of one rebalance per arrival.
+- A new (Empty) group's first rebalance waits until no new member has arrived for
+  ``group.initial.rebalance.delay.ms`` (within the rebalance timeout), and beyond that for members
+  already told MEMBER_ID_REQUIRED: consumers started together form one generation instead of a lone
+  first generation whose leader only hears of the others at its next heartbeat (seconds later).
+  Kafka waits 3 s; trafka's default is 100 ms, set it to 0 to complete the first join at once.
 - SyncGroup from followers parks until the leader's SyncGroup brings the assignment; the group is then
   Stable and the assignment is written to ``__consumer_offsets``. Members that never sync within the
   rebalance timeout are removed and the group rebalances.
@@ -246,9 +248,9 @@ class ClassicGroupProtocol:
             protocol_type, protocols,
         )
         member.is_new = True
-        if group.is_in(State.PREPARING_REBALANCE) and group.previous_state is State.EMPTY:
-            group.new_member_added = True
         group.add(member, reply)
+        if self.timers.is_scheduled(_initial_delay_key(group.group_id)):
+            self._schedule_initial_delay(group)  # another arrival: the quiet window starts over
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         log.info(
             "group %s: member %s (instance %s, client %s) joins%s",
@@ -347,17 +349,9 @@ class ClassicGroupProtocol:
             "group %s: preparing to rebalance (old generation %d): %s", group.group_id, group.generation_id, reason
         )
         group_id = group.group_id
-        if initial:
-            delay_ms = self.coordinator.initial_rebalance_delay_ms
-            remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
-            group.new_member_added = False
-            self.timers.schedule(
-                _initial_delay_key(group_id), delay_ms,
-                lambda: self._initial_delay_elapsed(group_id, delay_ms, remaining_ms),
-            )
-            # With no delay the join can complete now if everyone known has already joined.
-            if delay_ms == 0 and group.has_all_members_joined():
-                self._complete_join(group)
+        if initial and self.coordinator.initial_rebalance_delay_ms > 0:
+            group.initial_join_deadline_ms = self.coordinator.now_ms() + group.rebalance_timeout_ms()
+            self._schedule_initial_delay(group)
         elif group.has_all_members_joined():
             self._complete_join(group)
         else:
@@ -368,32 +362,31 @@ class ClassicGroupProtocol:
     def _maybe_complete_join(self, group: ClassicGroup) -> None:
         if not group.is_in(State.PREPARING_REBALANCE) or not group.has_all_members_joined():
             return
-        if self.coordinator.initial_rebalance_delay_ms > 0 and self.timers.is_scheduled(
-            _initial_delay_key(group.group_id)
-        ):
-            return  # the initial rebalance delay has not passed yet
+        if self.timers.is_scheduled(_initial_delay_key(group.group_id)):
+            return  # a new group still waiting for members that start together
         self._complete_join(group)
 
-    def _initial_delay_elapsed(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+    def _schedule_initial_delay(self, group: ClassicGroup) -> None:
+        """(Re)start a new group's quiet window: ``group.initial.rebalance.delay.ms`` from now."""
+        group_id = group.group_id
+        remaining_ms = group.initial_join_deadline_ms - self.coordinator.now_ms()
+        self.timers.schedule(
+            _initial_delay_key(group_id),
+            min(self.coordinator.initial_rebalance_delay_ms, max(remaining_ms, 0)),
+            lambda: self._initial_delay_elapsed(group_id),
+        )
+
+    def _initial_delay_elapsed(self, group_id: str) -> None:
         group = self._classic_group(group_id)
         if group is None or not group.is_in(State.PREPARING_REBALANCE):
             return
-        if group.new_member_added and remaining_ms > 0:
-            # Members are still arriving: extend the delay, within the rebalance timeout.
-            group.new_member_added = False
-            next_delay_ms = min(self.coordinator.initial_rebalance_delay_ms, remaining_ms)
-            self.timers.schedule(
-                _initial_delay_key(group_id), next_delay_ms,
-                lambda: self._initial_delay_elapsed(group_id, next_delay_ms, max(remaining_ms - delay_ms, 0)),
-            )
-        elif group.has_all_members_joined():
+        if group.has_all_members_joined():
             self._complete_join(group)
         else:
-            # Members told MEMBER_ID_REQUIRED are expected back within a round trip: give them the
-            # rebalance timeout (a pending member that never returns expires with its session).
-            self.timers.schedule(
-                _join_key(group_id), max(remaining_ms, 0), lambda: self._join_timed_out(group_id)
-            )
+            # Members told MEMBER_ID_REQUIRED are expected back within a round trip: give them what is
+            # left of the rebalance timeout (a pending member that never returns expires with its session).
+            remaining_ms = group.initial_join_deadline_ms - self.coordinator.now_ms()
+            self.timers.schedule(_join_key(group_id), max(remaining_ms, 0), lambda: self._join_timed_out(group_id))
 
     def _join_timed_out(self, group_id: str) -> None:
         group = self._classic_group(group_id)

@@ -289,8 +289,8 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
     "delete.topic.enable": ("delete_topic_enable", ConfigType.BOOLEAN, "Whether DeleteTopics may delete topics."),
     "socket.request.max.bytes": ("socket_request_max_bytes", ConfigType.INT, "Largest request frame accepted."),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", ConfigType.INT,
-                                         "How long a new consumer group waits for more members before its first "
-                                         "rebalance."),
+                                         "How long a new consumer group waits for another member to arrive before "
+                                         "its first rebalance."),
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", ConfigType.INT,
                                      "Shortest session timeout a group member may ask for."),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", ConfigType.INT,

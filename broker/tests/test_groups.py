@@ -199,6 +199,32 @@ async def test_members_joining_together_form_one_generation(broker):
         assert bytes(response.assignment) == results[i].member_id.encode()
 
 
+async def test_a_new_group_waits_for_members_arriving_one_after_another(broker_factory):
+    """Each arrival restarts the quiet window, so members that trickle in still share generation 1."""
+    broker = await broker_factory(**{"group.initial.rebalance.delay.ms": "400"})
+    clients = [await broker.client() for _ in range(3)]
+    results = {}
+
+    async def member(i):
+        await trio.sleep(0.25 * i)  # the last one arrives after the first window would have closed
+        results[i] = await join(clients[i], "trickle")
+
+    async with trio.open_nursery() as nursery:
+        for i in range(3):
+            nursery.start_soon(member, i)
+    assert [r.generation_id for r in results.values()] == [1, 1, 1]
+    (leader,) = [r for r in results.values() if r.members]
+    assert len(leader.members) == 3
+
+
+async def test_without_a_delay_the_first_member_forms_a_generation_alone(broker_factory):
+    broker = await broker_factory(**{"group.initial.rebalance.delay.ms": "0"})
+    client = await broker.client()
+    with trio.fail_after(5):
+        joined = await join(client, "alone")
+    assert joined.generation_id == 1 and [m.member_id for m in joined.members] == [joined.member_id]
+
+
 async def test_join_triggers_rebalance_and_existing_member_rejoins(broker):
     a, b = await broker.client(), await broker.client()
     first = await join(a, "rb")
