@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
 DEFAULT_DATA_DIR = "./trafka-data"
+#: Values of group.consumer.migration.policy: which way non-empty consumer groups may change protocol.
+CONSUMER_GROUP_MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 class ConfigError(ValueError):
     """A property that cannot be used, with the property named."""
@@ -104,6 +106,7 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_topic_num_partitions: int = 50
     offsets_retention_minutes: int = 10_080
     transaction_max_timeout_ms: int = 900_000
@@ -157,6 +160,14 @@ class BrokerConfig:
         config.group_max_session_timeout_ms = _int(
             props, "group.max.session.timeout.ms", config.group_max_session_timeout_ms
         )
+        policy = props.get("group.consumer.migration.policy")
+        if policy is not None and policy.strip():
+            config.group_consumer_migration_policy = policy.strip().lower()
+            if config.group_consumer_migration_policy not in CONSUMER_GROUP_MIGRATION_POLICIES:
+                raise ConfigError(
+                    f"group.consumer.migration.policy={policy!r}: expected one of "
+                    f"{', '.join(CONSUMER_GROUP_MIGRATION_POLICIES)} (case-insensitive)"
+                )
         config.offsets_topic_num_partitions = _int(
             props, "offsets.topic.num.partitions", config.offsets_topic_num_partitions
         )

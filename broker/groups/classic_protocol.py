@@ -41,6 +41,7 @@ from broker.groups.classic import (
     Reply,
     SyncResult,
 )
+from broker.groups.consumer import ConsumerGroup
 from broker.groups.state import ClassicGroupState as State
 from wire.errors import ErrorCode, KafkaError
 
@@ -109,6 +110,16 @@ class ClassicGroupProtocol:
             return Reply.of(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id))
 
         existing = coordinator.groups.get(group_id)
+        if isinstance(existing, ConsumerGroup) and not existing.is_empty:
+            # A classic consumer joins a consumer group (KIP-848) as a member that uses the classic protocol.
+            return Reply.of(
+                coordinator.consumer.classic_join(
+                    existing, member_id=member_id, instance_id=group_instance_id, protocol_type=protocol_type,
+                    protocols=protocols, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host,
+                    api_version=api_version,
+                )
+            )
         if existing is not None and existing.type is not GroupType.CLASSIC:
             return Reply.of(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
         is_unknown_member = member_id == UNKNOWN_MEMBER_ID
@@ -328,6 +339,11 @@ class ClassicGroupProtocol:
 
     # ---------------------------------------------------------------------------- rebalances
 
+    def rebalance(self, group: ClassicGroup, reason: str) -> None:
+        """Start a rebalance of a Stable group (one just downgraded from a consumer group): its members
+        learn it from their heartbeats and rejoin."""
+        self._prepare_rebalance(group, reason)
+
     def _rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, reason)
@@ -456,6 +472,13 @@ class ClassicGroupProtocol:
         if not group_id:
             return Reply.of(SyncResult(ErrorCode.INVALID_GROUP_ID))
         group = coordinator.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return Reply.of(
+                coordinator.consumer.classic_sync(
+                    group, member_id=member_id, instance_id=group_instance_id, generation_id=generation_id,
+                    protocol_type=protocol_type, protocol_name=protocol_name,
+                )
+            )
         if group is None or group.type is not GroupType.CLASSIC or group.is_empty:
             return Reply.of(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         assert isinstance(group, ClassicGroup)
@@ -538,6 +561,10 @@ class ClassicGroupProtocol:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = coordinator.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return coordinator.consumer.classic_heartbeat(
+                group, member_id=member_id, instance_id=group_instance_id, generation_id=generation_id
+            )
         if group is None or group.type is not GroupType.CLASSIC:
             return ErrorCode.UNKNOWN_MEMBER_ID
         assert isinstance(group, ClassicGroup)
@@ -608,6 +635,8 @@ class ClassicGroupProtocol:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
         group = coordinator.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return coordinator.consumer.classic_leave(group, members)
         if group is None or group.type is not GroupType.CLASSIC:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
         assert isinstance(group, ClassicGroup)

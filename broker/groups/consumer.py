@@ -15,6 +15,12 @@ member towards it one heartbeat at a time:
 - The coordinator tracks, per partition, the epoch of the member that currently holds it (assigned or
   pending revocation); -1 means free.
 
+Members that use the classic protocol: a consumer group can hold members that still speak JoinGroup,
+SyncGroup and Heartbeat (after an online upgrade of a classic group, or when a classic consumer joins
+a consumer group). They carry :class:`ClassicMemberMetadata` (their session timeout and the protocols
+they joined with) and are reconciled like the others, only at their JoinGroup instead of at every
+heartbeat; see :mod:`broker.groups.consumer_protocol`.
+
 The group's state is derived, as in Kafka: ``Empty`` without members, ``Assigning`` while the target
 assignment lags the group epoch, ``Reconciling`` while some member is not at the target yet, and
 ``Stable`` otherwise. ``Dead`` marks a group being removed.
@@ -33,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.groups.classic import CONSUMER_PROTOCOL_TYPE, GroupType
+from broker.groups.records import ClassicMemberMetadata
 from wire.errors import ErrorCode, KafkaError
 
 #: A member's partitions: topic id -> partition indexes (never an empty set).
@@ -110,6 +117,8 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    #: Set for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    classic_member_metadata: ClassicMemberMetadata | None = None
     # -- current assignment --
     member_epoch: int = JOIN_GROUP_MEMBER_EPOCH
     previous_member_epoch: int = NO_EPOCH
@@ -122,6 +131,16 @@ class ConsumerGroupMember:
     @property
     def is_static(self) -> bool:
         return self.instance_id is not None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
+
+    @property
+    def classic_protocol_name(self) -> str:
+        """The protocol a classic member is told it uses: the first it joined with."""
+        assert self.classic_member_metadata is not None
+        return self.classic_member_metadata.supported_protocols[0][0]
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -154,6 +173,7 @@ class ConsumerGroupMember:
             or not self.has_same_subscription(other)
             or self.rebalance_timeout_ms != other.rebalance_timeout_ms
             or self.server_assignor != other.server_assignor
+            or self.classic_member_metadata != other.classic_member_metadata
         )
 
     def assignment_differs(self, other: ConsumerGroupMember) -> bool:
@@ -420,6 +440,46 @@ class ConsumerGroup:
             return default
         return max(sorted(counts), key=lambda name: counts[name])
 
+    # -- members that use the classic protocol ----------------------------------------------------------
+
+    def classic_member_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def supports_classic_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        """Whether a classic member joining with these protocols fits the group: its protocol type is
+        ``consumer`` and, unless the group is empty, one of its protocols is supported by every
+        member that uses the classic protocol."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        names = list(protocol_names)
+        if not self.members:
+            return bool(names)
+        classic = [m for m in self.members.values() if m.uses_classic_protocol]
+        supported = [
+            {name for name, _ in m.classic_member_metadata.supported_protocols}  # type: ignore[union-attr]
+            for m in classic
+        ]
+        return any(all(name in each for each in supported) for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        member = self.members.get(member_id)
+        return (
+            member is not None
+            and not member.uses_classic_protocol
+            and self.classic_member_count() == len(self.members) - 1
+        )
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether ``member`` still waits for a partition of its target that another member holds."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_assignment.get(member.member_id, EMPTY_ASSIGNMENT).items():
+            assigned = member.assigned_partitions.get(topic_id, frozenset())
+            for partition in partitions:
+                if partition not in assigned and self.partition_epoch(topic_id, partition) != NO_EPOCH:
+                    return True
+        return False
+
     # -- subscriptions ---------------------------------------------------------------------------------
 
     def subscribed_topics(self) -> set[str]:
@@ -436,17 +496,25 @@ class ConsumerGroup:
     def validate_offset_commit(
         self, member_id: str, group_instance_id: str | None, member_epoch: int, *, api_version: int
     ) -> None:
-        """Members commit with their current member epoch; anyone may commit (epoch -1) to an empty
-        group. Raises UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, or UNSUPPORTED_VERSION before v9."""
+        """Members commit with their current member epoch (a classic member's generation is its member
+        epoch); anyone may commit (epoch -1) to an empty group. Raises UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member), or UNSUPPORTED_VERSION before v9
+        for a consumer-protocol member."""
         if member_epoch < 0 and not self.members:
             return
         member = self.member(member_id)
-        if api_version < 9:
+        if api_version < 9 and not member.uses_classic_protocol:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol",
             )
         if member_epoch != member.member_epoch:
+            if member.uses_classic_protocol:
+                raise KafkaError(
+                    ErrorCode.ILLEGAL_GENERATION,
+                    f"The received generation id {member_epoch} does not match the expected member epoch "
+                    f"{member.member_epoch}.",
+                )
             raise KafkaError(
                 ErrorCode.STALE_MEMBER_EPOCH,
                 f"The received member epoch {member_epoch} does not match the expected member epoch "

@@ -9,7 +9,9 @@ is done the coordinator answers COORDINATOR_NOT_AVAILABLE, which clients retry.
 
 Groups are typed: the classic protocol's groups (:mod:`broker.groups.classic`) live here side by side
 with consumer-protocol (KIP-848) groups; the offset store (:mod:`broker.groups.offsets`) is shared and
-does not care which kind of group committed.
+does not care which kind of group committed. A group with members can change type online
+(:mod:`broker.groups.migration`): the records that delete the old type's metadata and create the new
+one are written in one batch, so a restart replays the group as it was converted.
 
 Offsets of a group that has been empty for ``offsets.retention.minutes`` expire (checked every
 ``offsets.retention.check.interval.ms``); an empty group without offsets is then deleted. Deletions
@@ -209,6 +211,11 @@ class GroupCoordinator:
 
     def store_group(self, group: ClassicGroup) -> None:
         """Write the group's metadata (generation, protocol, members and assignments)."""
+        self._append(group.group_id, [self.group_metadata_record(group)])
+
+    @staticmethod
+    def group_metadata_record(group: ClassicGroup) -> tuple[bytes, bytes]:
+        """The GroupMetadata record of a classic group, encoded."""
         members = [
             MemberMetadata(
                 member_id=m.member_id,
@@ -230,8 +237,7 @@ class GroupCoordinator:
             current_state_timestamp=group.state_timestamp_ms if group.state_timestamp_ms is not None else -1,
             members=members,
         )
-        key = encode_key(GroupMetadataKey(group.group_id))
-        self._append(group.group_id, [(key, encode_group_metadata_value(value))])
+        return encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value)
 
     async def _load(self) -> None:
         topic = self.broker.topics.get(OFFSETS_TOPIC)

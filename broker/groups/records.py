@@ -12,7 +12,9 @@ Every record's key and value start with an int16 schema version. Two kinds of re
 Consumer groups of the KIP-848 protocol are stored as several records per group, so that a
 heartbeat only writes what changed (keys 3-8, flexible version-0 values): ``ConsumerGroupMetadata``
 (group epoch), ``ConsumerGroupPartitionMetadata`` (the subscribed topics' ids and partition counts),
-``ConsumerGroupMemberMetadata`` (a member's subscription), ``ConsumerGroupTargetAssignmentMetadata``
+``ConsumerGroupMemberMetadata`` (a member's subscription; for a member that uses the classic
+protocol inside a consumer group, also its session timeout and JoinGroup protocols, in the tagged
+field ``ClassicMemberMetadata``), ``ConsumerGroupTargetAssignmentMetadata``
 (assignment epoch), ``ConsumerGroupTargetAssignmentMember`` (a member's target assignment) and
 ``ConsumerGroupCurrentMemberAssignment`` (a member's epochs, reconciliation state and partitions).
 
@@ -44,6 +46,7 @@ from wire.primitives import (
     read_uvarint,
     skip_tagged_fields,
     write_bytes,
+    write_compact_bytes,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -334,6 +337,19 @@ class ConsumerGroupPartitionMetadataValue:
     topics: list[SubscribedTopicMetadata]
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member of a consumer group that uses the classic protocol joined with: its session
+    timeout and its protocols (assignor name and ConsumerProtocolSubscription bytes), in order."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+#: The tag of ClassicMemberMetadata in ConsumerGroupMemberMetadataValue.
+CLASSIC_MEMBER_METADATA_TAG = 0
+
+
 @dataclass(slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
@@ -344,6 +360,8 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    #: Set for a member that uses the classic protocol; None for a consumer-protocol member.
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True)
@@ -435,6 +453,14 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         write_compact_nullable_string(w, value.subscribed_topic_regex)
         w += INT32.pack(value.rebalance_timeout_ms)
         write_compact_nullable_string(w, value.server_assignor)
+        if value.classic_member_metadata is not None:
+            field = _encode_classic_member_metadata(value.classic_member_metadata)
+            w.append(1)  # one tagged field
+            write_uvarint(w, CLASSIC_MEMBER_METADATA_TAG)
+            write_uvarint(w, len(field) + 1)
+            w.append(1)  # a nullable struct: present
+            w += field
+            return bytes(w)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w += INT32.pack(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -449,6 +475,48 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         raise TypeError(f"not a consumer group record value: {value!r}")
     w.append(0)  # tagged fields
     return bytes(w)
+
+
+def _encode_classic_member_metadata(metadata: ClassicMemberMetadata) -> bytes:
+    w = Writer()
+    w += INT32.pack(metadata.session_timeout_ms)
+    _write_compact_array_header(w, len(metadata.supported_protocols))
+    for name, protocol_metadata in metadata.supported_protocols:
+        write_compact_string(w, name)
+        write_compact_bytes(w, protocol_metadata)
+        w.append(0)  # tagged fields
+    w.append(0)  # tagged fields
+    return bytes(w)
+
+
+def _decode_classic_member_metadata(buf: memoryview, pos: int) -> ClassicMemberMetadata:
+    (session_timeout_ms,) = INT32.unpack_from(buf, pos)
+    count, pos = _read_compact_count(buf, pos + 4)
+    protocols = []
+    for _ in range(count):
+        name, pos = read_compact_string(buf, pos)
+        protocol_metadata, pos = read_compact_bytes(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
+        protocols.append((name, bytes(protocol_metadata)))
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+
+
+def _read_member_tagged_fields(buf: memoryview, pos: int) -> ClassicMemberMetadata | None:
+    """The ClassicMemberMetadata in the tagged fields at ``pos`` (None when absent or null)."""
+    if pos >= len(buf):
+        return None
+    count, pos = read_uvarint(buf, pos)
+    classic = None
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if pos + size > len(buf):
+            raise DecodeError(f"tagged field {tag} of {size} bytes at offset {pos} runs past the end of the record")
+        if tag == CLASSIC_MEMBER_METADATA_TAG:
+            present, start = read_uvarint(buf, pos)  # a nullable struct: 0 for null
+            classic = _decode_classic_member_metadata(buf[: pos + size], start) if present > 0 else None
+        pos += size
+    return classic
 
 
 def _read_compact_count(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -516,8 +584,9 @@ def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> ConsumerG
         regex, pos = read_compact_nullable_string(buf, pos)
         (rebalance_timeout_ms,) = INT32.unpack_from(buf, pos)
         assignor, pos = read_compact_nullable_string(buf, pos + 4)
+        classic = _read_member_tagged_fields(buf, pos)
         return ConsumerGroupMemberMetadataValue(
-            instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+            instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor, classic
         )
     if isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
         (assignment_epoch,) = INT32.unpack_from(buf, pos)

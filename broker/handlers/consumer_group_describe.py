@@ -5,8 +5,9 @@ epoch, assignment epoch, the server assignor in use and, per member, its epoch, 
 (names and regex), current assignment and target assignment, with topic names next to topic ids.
 A group id that is unknown or belongs to a classic group gets GROUP_ID_NOT_FOUND (DescribeGroups
 describes those); an empty group id INVALID_GROUP_ID; every group COORDINATOR_NOT_AVAILABLE while
-``__consumer_offsets`` loads. v1 adds each member's type (1: a consumer-protocol member). Authorized
-operations are not computed.
+``__consumer_offsets`` loads. v1 adds each member's type: 1 for a member of the consumer protocol, 0
+for a member that uses the classic protocol (JoinGroup/SyncGroup) inside the consumer group, after an
+online upgrade or because a classic consumer joined it. Authorized operations are not computed.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ Member = ConsumerGroupDescribeResponse.Member
 DescribedAssignment = ConsumerGroupDescribeResponse.Assignment
 TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
 
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 
 
@@ -70,7 +72,7 @@ async def handle_consumer_group_describe(
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=describe_assignment(m.assigned_partitions),
                         target_assignment=describe_assignment(group.target_assignment.get(m.member_id, {})),
-                        member_type=CONSUMER_MEMBER_TYPE,
+                        member_type=CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
                     )
                     for m in group.members.values()
                 ],

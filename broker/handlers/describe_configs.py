@@ -295,6 +295,10 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                      "Shortest session timeout a group member may ask for."),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", ConfigType.INT,
                                      "Longest session timeout a group member may ask for."),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", ConfigType.STRING,
+                                        "Whether non-empty groups may change protocol online: bidirectional, "
+                                        "upgrade (classic to consumer), downgrade (consumer to classic) or "
+                                        "disabled."),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", ConfigType.INT,
                                      "Partitions of the __consumer_offsets topic."),
     "offsets.retention.minutes": ("offsets_retention_minutes", ConfigType.INT,
