@@ -7,7 +7,9 @@ own defaults, except where a test asks for something (a compression codec, a big
 - ``kafka-python`` and ``aiokafka`` in-process (aiokafka inside its own asyncio loop),
 - ``confluent-kafka`` (librdkafka) in-process,
 - ``kafkajs`` through ``compat_tests/js/driver.js`` (one node process per operation, JSON on stdio),
-- ``kcat`` as a subprocess (Debian's build, librdkafka 2.0.x).
+- ``kcat`` as a subprocess (Debian's build, librdkafka 2.0.x),
+- ``java``, Apache Kafka's Java client (kafka-clients), through ``compat_tests/java/Driver.java``: one JVM
+  shared by the whole session, one JSON command and one JSON answer per line on its stdin and stdout.
 
 Consumers read with manual partition assignment from the beginning, without a consumer group, except
 kafkajs whose consumer always joins a group. Failures that carry a Kafka error surface as `ClientError`
@@ -18,12 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import atexit
 import concurrent.futures
+import hashlib
 import itertools
 import json
 import logging
+import os
+import queue
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -36,6 +44,7 @@ from wire.errors import ErrorCode
 #: Bound for every client operation, so that a broker that stops answering fails a test instead of hanging it.
 OPERATION_TIMEOUT = 20.0
 JS_DRIVER = Path(__file__).parent / "js" / "driver.js"
+JAVA_DIR = Path(__file__).parent / "java"
 _LIBRDKAFKA_LOGGER = logging.getLogger("librdkafka")
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 
@@ -759,10 +768,225 @@ def _kcat_error_name(stderr: str) -> str | None:
     return next((code.name for text, code in _LIBRDKAFKA_ERROR_TEXTS.items() if text in stderr), None)
 
 
+# --------------------------------------------------------------------------------------- java
+
+#: The driver's JVM starts in about half a second with these: a small heap, one GC thread, the C1 compiler.
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx512m", "-Xshare:auto")
+
+
+def java_classpath() -> str:
+    """The classpath of the Java driver: the jars setup.sh put in java/lib and the driver's classes,
+    compiled here on first use into java/build/<hash of the sources> (so an edited source is rebuilt)."""
+    jars = sorted((JAVA_DIR / "lib").glob("*.jar"))
+    if not any(jar.name.startswith("kafka-clients-") for jar in jars):
+        raise ClientError(JavaClient.name, None, "kafka-clients is not installed: run compat_tests/setup.sh")
+    sources = sorted(JAVA_DIR.glob("*.java"))
+    digest = hashlib.sha256(b"".join(path.name.encode() + path.read_bytes() for path in sources)).hexdigest()[:16]
+    classes = JAVA_DIR / "build" / digest
+    if not classes.is_dir():
+        javac = shutil.which("javac")
+        if javac is None:
+            raise ClientError(JavaClient.name, None, "javac is not installed: run compat_tests/setup.sh")
+        classes.parent.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=classes.parent))
+        completed = subprocess.run([javac, "-d", str(staging), "-cp", str(JAVA_DIR / "lib" / "*"),
+                                    *map(str, sources)], capture_output=True, text=True)
+        if completed.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ClientError(JavaClient.name, None, f"javac failed:\n{completed.stdout}{completed.stderr}")
+        try:
+            staging.rename(classes)
+        except OSError:  # built meanwhile by another process
+            shutil.rmtree(staging, ignore_errors=True)
+        for old in classes.parent.iterdir():
+            if old != classes and not old.name.startswith("."):
+                shutil.rmtree(old, ignore_errors=True)
+    return os.pathsep.join([str(classes), *map(str, jars)])
+
+
+class JavaDriver:
+    """One JVM running the Java driver (compat_tests/java/Driver.java).
+
+    ``call(op, **arguments)`` sends one command and waits for its answer; a failure the client reported
+    raises `ClientError` with the Kafka error name when there is one, and what the JVM wrote to stderr
+    meanwhile (the Java client's warnings). Commands run one at a time; the group members a command
+    starts keep running in the JVM until stopped or until the driver closes.
+    """
+
+    def __init__(self) -> None:
+        classpath = java_classpath()
+        java = shutil.which("java")
+        if java is None:
+            raise ClientError(JavaClient.name, None, "java is not installed: run compat_tests/setup.sh")
+        level = os.environ.get("TRAFKA_COMPAT_JAVA_LOG", "warn")
+        self.stderr_path = Path(tempfile.mkstemp(prefix="trafka-java-driver-", suffix=".log")[1])
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        with open(self.stderr_path, "w") as stderr:
+            self.process = subprocess.Popen(
+                [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={JAVA_DIR / 'log4j2.properties'}",
+                 f"-Dcompat.java.log.level={level}", "-cp", classpath, "Driver"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=JAVA_DIR)
+        threading.Thread(target=self._read, daemon=True).start()
+        ready = self._answer(30.0, "start")
+        if not ready.get("ready"):
+            raise ClientError(JavaClient.name, None, f"the driver did not start: {ready}")
+        self.version = ready["version"]
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._answers.put(line)
+        self._answers.put(None)
+
+    def _stderr_since(self, position: int) -> str:
+        with open(self.stderr_path, errors="replace") as stderr:
+            stderr.seek(position)
+            return stderr.read()[-5000:]
+
+    def _answer(self, timeout: float, what: str, stderr_from: int = 0) -> dict:
+        try:
+            line = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise ClientError(JavaClient.name, None, f"{what}: no answer in {timeout} s (driver killed); stderr:\n"
+                                                     f"{self._stderr_since(stderr_from)}") from None
+        if line is None:
+            self.process.wait(5)
+            raise ClientError(JavaClient.name, None, f"{what}: the driver exited with {self.process.returncode}; "
+                                                     f"stderr:\n{self._stderr_since(stderr_from)}")
+        return json.loads(line)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def call(self, op: str, *, timeout: float = OPERATION_TIMEOUT * 2, **arguments: object):
+        """Run one command; returns its result or raises ClientError."""
+        with self._lock:
+            if not self.alive:
+                raise ClientError(JavaClient.name, None, f"{op}: the driver is not running "
+                                                         f"(exit {self.process.returncode})")
+            position = self.stderr_path.stat().st_size
+            command_id = next(self._ids)
+            assert self.process.stdin is not None
+            try:
+                self.process.stdin.write(json.dumps({"id": command_id, "op": op, **arguments}) + "\n")
+                self.process.stdin.flush()
+            except BrokenPipeError:
+                raise ClientError(JavaClient.name, None, f"{op}: the driver exited; stderr:\n"
+                                                         f"{self._stderr_since(position)}") from None
+            output = self._answer(timeout, op, position)
+        assert output.get("id") == command_id, (command_id, output)
+        if not output["ok"]:
+            error = output["error"]
+            kafka_name = next((name for name in error["names"] if name in ErrorCode.__members__), None)
+            raise ClientError(JavaClient.name, kafka_name,
+                              f"{op}: {error['message']}; stderr:\n{self._stderr_since(position)}")
+        return output["result"]
+
+    def kill(self) -> None:
+        if self.alive:
+            self.process.kill()
+        self.process.wait()
+
+    def close(self, timeout: float = 20.0) -> None:
+        """End the driver: closing its stdin stops its members (they leave their groups) and the JVM."""
+        if self.alive:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.close()
+                self.process.wait(timeout)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.kill()
+        self.stderr_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> JavaDriver:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+_shared_java: JavaDriver | None = None
+_shared_java_lock = threading.Lock()
+
+
+def shared_java_driver() -> JavaDriver:
+    """The JVM every `JavaClient` shares (started on first use, started again if it died)."""
+    global _shared_java
+    with _shared_java_lock:
+        if _shared_java is None or not _shared_java.alive:
+            if _shared_java is not None:
+                _shared_java.close()
+            _shared_java = JavaDriver()
+            atexit.register(_shared_java.close)
+        return _shared_java
+
+
+class JavaClient(Client):
+    """Apache Kafka's Java client (kafka-clients) with its defaults: the producer is idempotent with
+    acks=all; consumers read by manual assignment without a group."""
+
+    name = "java"
+    capabilities = frozenset({"per_message_headers", "per_message_timestamps", "per_message_partition",
+                              "admin", "list_offsets"})
+
+    def call(self, op: str, timeout: float = OPERATION_TIMEOUT * 2, **arguments):
+        """Run one driver command against this client's broker."""
+        return shared_java_driver().call(op, timeout=timeout, bootstrap=self.bootstrap, **arguments)
+
+    def produce(self, topic, messages, *, compression="none", **settings):
+        """`settings` are producer properties (``acks="all"``, ``**{"linger.ms": 5}``), passed as strings."""
+        payload = [{"key": _b64(m.key), "value": _b64(m.value), "partition": m.partition, "timestamp": m.timestamp,
+                    "headers": [[name, _b64(value)] for name, value in m.headers]} for m in messages]
+        result = self.call("produce", topic=topic, messages=payload, compression=compression,
+                           settings={key: str(value) for key, value in settings.items()})
+        return [Delivery(d["partition"], d["offset"]) for d in result]
+
+    def consume(self, topic, count, *, partitions=None, offset=None, timeout=OPERATION_TIMEOUT):
+        result = self.call("consume", timeout=timeout + 30, topic=topic, count=count,
+                           partitions=None if partitions is None else list(partitions), offset=offset,
+                           timeout_ms=int(timeout * 1000))
+        return _sorted(_java_record(r) for r in result)
+
+    def create_topic(self, topic, partitions, replication_factor=1, configs=None):
+        self.call("create_topic", topic=topic, partitions=partitions, replication_factor=replication_factor,
+                  configs=configs or {})
+
+    def delete_topic(self, topic):
+        self.call("delete_topic", topic=topic)
+
+    def list_topics(self):
+        return set(self.call("list_topics"))
+
+    def partitions(self, topic):
+        return sorted(p["partition"] for p in self.call("describe_topic", topic=topic)["partitions"])
+
+    def create_partitions(self, topic, total):
+        self.call("create_partitions", topic=topic, count=total)
+
+    def describe_configs(self, topic):
+        return {name: entry["value"] for name, entry in self.call("describe_configs", name=topic).items()}
+
+    def watermarks(self, topic):
+        return {partition: (low, high) for partition, low, high in self.call("watermarks", topic=topic)}
+
+    def offsets_for_time(self, topic, timestamp):
+        return dict(self.call("offsets_for_time", topic=topic, timestamp=timestamp))
+
+
+def _java_record(r: dict) -> Consumed:
+    return Consumed(r["partition"], r["offset"], _unb64(r["key"]), _unb64(r["value"]),
+                    tuple((name, _unb64(value)) for name, value in r["headers"]), r["timestamp"])
+
+
 # --------------------------------------------------------------------------------------- registry and helpers
 
 CLIENTS: dict[str, type[Client]] = {cls.name: cls for cls in
-                                    (KafkaPythonClient, ConfluentClient, AiokafkaClient, KafkajsClient, KcatClient)}
+                                    (KafkaPythonClient, ConfluentClient, AiokafkaClient, KafkajsClient, KcatClient,
+                                     JavaClient)}
 
 
 def client_names(*capabilities: str) -> list[str]:

@@ -1,0 +1,573 @@
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ApiException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.utils.AppInfoParser;
+
+/**
+ * Drives Apache Kafka's Java client (kafka-clients) for trafka's compatibility tests.
+ *
+ * <p>Reads one JSON command per line on stdin, {"id", "op", "bootstrap", ...}, runs it and writes one
+ * JSON line on stdout: {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"types", "codes",
+ * "names", "message"}}, where types, codes and names follow the exception's cause chain (codes and names
+ * are Kafka's, for the exceptions that carry a Kafka error). The first line written is
+ * {"ready": true, "version"}. Commands run one at a time; group members ({@link Member}) run on their own
+ * threads between commands. Keys, values and header values travel base64-encoded (null stays null).
+ * Everything else the JVM prints goes to stderr.
+ */
+public final class Driver {
+    private final PrintStream out;
+    private final Map<String, Member> members = new ConcurrentHashMap<>();
+
+    private Driver(PrintStream out) {
+        this.out = out;
+    }
+
+    public static void main(String[] args) throws Exception {
+        PrintStream protocol = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        new Driver(protocol).serve(new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)));
+        System.exit(0);
+    }
+
+    private void serve(BufferedReader in) throws Exception {
+        respond(map("ready", true, "version", AppInfoParser.getVersion()));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) continue;
+            Object id = null;
+            try {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> command = (Map<String, Object>) Json.parse(line);
+                id = command.get("id");
+                respond(map("id", id, "ok", true, "result", run(new Command(command))));
+            } catch (Throwable failure) {
+                respond(map("id", id, "ok", false, "error", describe(failure)));
+            }
+        }
+        for (Member member : members.values()) member.stop("default", Duration.ofSeconds(5));
+    }
+
+    private synchronized void respond(Map<String, Object> message) {
+        out.println(Json.write(message));
+    }
+
+    private Object run(Command c) throws Exception {
+        switch (c.string("op")) {
+            case "produce": return produce(c);
+            case "consume": return consume(c);
+            case "group_consume": return groupConsume(c);
+            case "watermarks": return watermarks(c);
+            case "offsets_for_time": return offsetsForTime(c);
+            case "create_topic": return createTopic(c);
+            case "delete_topic": return withAdmin(c, a -> a.deleteTopics(List.of(c.string("topic"))).all().get());
+            case "create_partitions": return withAdmin(c, a -> a.createPartitions(
+                    Map.of(c.string("topic"), NewPartitions.increaseTo(c.integer("count")))).all().get());
+            case "list_topics": return withAdmin(c, a -> new ArrayList<>(a.listTopics().names().get()));
+            case "describe_topic": return describeTopic(c);
+            case "describe_configs": return describeConfigs(c);
+            case "describe_cluster": return describeCluster(c);
+            case "list_groups": return listGroups(c);
+            case "describe_groups": return describeGroups(c);
+            case "delete_groups": return withAdmin(c, a -> a.deleteConsumerGroups(c.strings("groups")).all().get());
+            case "list_group_offsets": return listGroupOffsets(c);
+            case "alter_group_offsets": return alterGroupOffsets(c);
+            case "delete_group_offsets": return deleteGroupOffsets(c);
+            case "member_start": return memberStart(c);
+            case "member_state": return member(c).state(false);
+            case "member_stop": return memberStop(c);
+            default: throw new IllegalArgumentException("unknown op " + c.string("op"));
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------ produce
+
+    private Object produce(Command c) throws Exception {
+        Properties config = c.clientConfig();
+        config.put("key.serializer", ByteArraySerializer.class.getName());
+        config.put("value.serializer", ByteArraySerializer.class.getName());
+        config.put("compression.type", c.string("compression", "none"));
+        config.put("max.block.ms", "15000");
+        config.put("request.timeout.ms", "10000");
+        config.put("delivery.timeout.ms", "20000");
+        config.putAll(c.settings());
+        String topic = c.string("topic");
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config);
+        try {
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            for (Object item : c.list("messages")) {
+                Command m = new Command(item);
+                List<Header> headers = new ArrayList<>();
+                for (Object header : m.list("headers")) {
+                    List<?> pair = (List<?>) header;
+                    headers.add(new RecordHeader((String) pair.get(0), Json.unb64(pair.get(1))));
+                }
+                Integer partition = m.has("partition") ? m.integer("partition") : null;
+                Long timestamp = m.has("timestamp") ? m.longValue("timestamp") : null;
+                sent.add(producer.send(new ProducerRecord<>(topic, partition, timestamp, Json.unb64(m.get("key")),
+                        Json.unb64(m.get("value")), headers)));
+            }
+            producer.flush();
+            List<Object> deliveries = new ArrayList<>();
+            for (Future<RecordMetadata> future : sent) {
+                RecordMetadata metadata = future.get();
+                deliveries.add(map("partition", metadata.partition(),
+                        "offset", metadata.hasOffset() ? metadata.offset() : null));
+            }
+            return deliveries;
+        } finally {
+            producer.close(Duration.ofSeconds(5));
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------ consume
+
+    static Properties consumerConfig(Command c) {
+        Properties config = c.clientConfig();
+        config.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        config.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        config.put("enable.auto.commit", "false");
+        config.put("auto.offset.reset", "earliest");
+        config.put("request.timeout.ms", "10000");
+        config.put("default.api.timeout.ms", "15000");
+        return config;
+    }
+
+    static Map<String, Object> record(ConsumerRecord<byte[], byte[]> r) {
+        List<Object> headers = new ArrayList<>();
+        for (Header header : r.headers()) headers.add(Arrays.asList(header.key(), Json.b64(header.value())));
+        return map("topic", r.topic(), "partition", r.partition(), "offset", r.offset(), "key", Json.b64(r.key()),
+                "value", Json.b64(r.value()), "headers", headers, "timestamp", r.timestamp(),
+                "timestamp_type", r.timestampType().name);
+    }
+
+    private static List<TopicPartition> partitionsOf(KafkaConsumer<?, ?> consumer, String topic, long deadline) {
+        while (true) {
+            List<PartitionInfo> found = consumer.partitionsFor(topic, Duration.ofSeconds(5));
+            if (found != null && !found.isEmpty()) {
+                List<TopicPartition> partitions = new ArrayList<>();
+                for (PartitionInfo info : found) partitions.add(new TopicPartition(topic, info.partition()));
+                partitions.sort(Comparator.comparingInt(TopicPartition::partition));
+                return partitions;
+            }
+            if (System.currentTimeMillis() > deadline) throw new IllegalStateException("no metadata for " + topic);
+            sleep(50);
+        }
+    }
+
+    private Object consume(Command c) {
+        String topic = c.string("topic");
+        int count = c.integer("count");
+        long timeoutMs = c.longValue("timeout_ms", 20000);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig(c))) {
+            List<TopicPartition> assignment = new ArrayList<>();
+            if (c.has("partitions")) {
+                for (Object p : c.list("partitions")) assignment.add(new TopicPartition(topic, ((Number) p).intValue()));
+            } else {
+                assignment = partitionsOf(consumer, topic, deadline);
+            }
+            consumer.assign(assignment);
+            if (c.has("offset")) {
+                for (TopicPartition tp : assignment) consumer.seek(tp, c.longValue("offset"));
+            } else {
+                consumer.seekToBeginning(assignment);
+            }
+            List<Map<String, Object>> records = new ArrayList<>();
+            while (records.size() < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) records.add(record(r));
+            }
+            if (records.size() < count) {
+                throw new IllegalStateException("consumed " + records.size() + " of " + count + " records within "
+                        + timeoutMs + " ms");
+            }
+            return records;
+        }
+    }
+
+    /** Subscribe in a group, read `count` records, commit exactly past them (synchronously) and leave. */
+    private Object groupConsume(Command c) {
+        int count = c.integer("count");
+        long timeoutMs = c.longValue("timeout_ms", 30000);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Properties config = consumerConfig(c);
+        config.put("group.id", c.string("group_id"));
+        config.put("group.protocol", c.string("protocol", "classic"));
+        config.putAll(c.settings());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config)) {
+            consumer.subscribe(c.strings("topics"));
+            List<Map<String, Object>> records = new ArrayList<>();
+            Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
+            while (records.size() < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (records.size() == count) break;
+                    records.add(record(r));
+                    positions.put(new TopicPartition(r.topic(), r.partition()),
+                            new OffsetAndMetadata(r.offset() + 1, c.string("metadata", "")));
+                }
+            }
+            if (records.size() < count) {
+                throw new IllegalStateException("consumed " + records.size() + " of " + count + " records within "
+                        + timeoutMs + " ms");
+            }
+            if (c.bool("commit", true) && !positions.isEmpty()) consumer.commitSync(positions);
+            return records;
+        }
+    }
+
+    private Object watermarks(Command c) {
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig(c))) {
+            List<TopicPartition> partitions = partitionsOf(consumer, c.string("topic"),
+                    System.currentTimeMillis() + 20000);
+            Map<TopicPartition, Long> earliest = consumer.beginningOffsets(partitions);
+            Map<TopicPartition, Long> latest = consumer.endOffsets(partitions);
+            List<Object> result = new ArrayList<>();
+            for (TopicPartition tp : partitions) {
+                result.add(List.of(tp.partition(), earliest.get(tp), latest.get(tp)));
+            }
+            return result;
+        }
+    }
+
+    private Object offsetsForTime(Command c) {
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig(c))) {
+            List<TopicPartition> partitions = partitionsOf(consumer, c.string("topic"),
+                    System.currentTimeMillis() + 20000);
+            Map<TopicPartition, Long> query = new HashMap<>();
+            for (TopicPartition tp : partitions) query.put(tp, c.longValue("timestamp"));
+            Map<TopicPartition, OffsetAndTimestamp> found = consumer.offsetsForTimes(query);
+            List<Object> result = new ArrayList<>();
+            for (TopicPartition tp : partitions) {
+                OffsetAndTimestamp hit = found.get(tp);
+                result.add(Arrays.asList(tp.partition(), hit == null ? null : hit.offset()));
+            }
+            return result;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------ admin
+
+    interface AdminAction {
+        Object apply(Admin admin) throws Exception;
+    }
+
+    private static Object withAdmin(Command c, AdminAction action) throws Exception {
+        Properties config = c.clientConfig();
+        config.put("request.timeout.ms", "10000");
+        config.put("default.api.timeout.ms", "20000");
+        try (Admin admin = Admin.create(config)) {
+            return action.apply(admin);
+        }
+    }
+
+    private Object createTopic(Command c) throws Exception {
+        NewTopic topic = new NewTopic(c.string("topic"), c.integer("partitions"), (short) c.integer("replication_factor", 1));
+        Map<String, String> configs = new HashMap<>();
+        if (c.has("configs")) new Command(c.get("configs")).raw().forEach((k, v) -> configs.put(k, String.valueOf(v)));
+        topic.configs(configs);
+        return withAdmin(c, a -> a.createTopics(List.of(topic)).all().get());
+    }
+
+    private Object describeTopic(Command c) throws Exception {
+        String name = c.string("topic");
+        return withAdmin(c, a -> {
+            TopicDescription description = a.describeTopics(List.of(name)).allTopicNames().get().get(name);
+            List<Object> partitions = new ArrayList<>();
+            for (TopicPartitionInfo p : description.partitions()) {
+                partitions.add(map("partition", p.partition(), "leader", p.leader() == null ? null : p.leader().id(),
+                        "replicas", nodeIds(p.replicas()), "isr", nodeIds(p.isr())));
+            }
+            return map("name", description.name(), "internal", description.isInternal(),
+                    "topic_id", String.valueOf(description.topicId()), "partitions", partitions);
+        });
+    }
+
+    private static List<Integer> nodeIds(List<Node> nodes) {
+        List<Integer> ids = new ArrayList<>();
+        for (Node node : nodes) ids.add(node.id());
+        return ids;
+    }
+
+    private Object describeConfigs(Command c) throws Exception {
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.valueOf(c.string("type", "TOPIC")),
+                c.string("name"));
+        return withAdmin(c, a -> {
+            Config config = a.describeConfigs(List.of(resource)).all().get().get(resource);
+            Map<String, Object> entries = new TreeMap<>();
+            for (ConfigEntry entry : config.entries()) {
+                entries.put(entry.name(), map("value", entry.value(), "source", entry.source().name(),
+                        "read_only", entry.isReadOnly(), "sensitive", entry.isSensitive()));
+            }
+            return entries;
+        });
+    }
+
+    private Object describeCluster(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            DescribeClusterResult cluster = a.describeCluster();
+            List<Object> nodes = new ArrayList<>();
+            for (Node node : cluster.nodes().get()) {
+                nodes.add(map("id", node.id(), "host", node.host(), "port", node.port(), "rack", node.rack()));
+            }
+            Node controller = cluster.controller().get();
+            return map("cluster_id", cluster.clusterId().get(), "controller", controller == null ? null : controller.id(),
+                    "nodes", nodes);
+        });
+    }
+
+    private Object listGroups(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            List<Object> groups = new ArrayList<>();
+            for (GroupListing g : a.listGroups(ListGroupsOptions.forConsumerGroups()).all().get()) {
+                groups.add(map("group_id", g.groupId(), "type", g.type().map(Enum::name).orElse(null),
+                        "protocol", g.protocol(), "state", g.groupState().map(Enum::name).orElse(null),
+                        "simple", g.isSimpleConsumerGroup()));
+            }
+            return groups;
+        });
+    }
+
+    private Object describeGroups(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            Map<String, Object> groups = new TreeMap<>();
+            for (Map.Entry<String, ConsumerGroupDescription> entry :
+                    a.describeConsumerGroups(c.strings("groups")).all().get().entrySet()) {
+                ConsumerGroupDescription g = entry.getValue();
+                List<Object> described = new ArrayList<>();
+                for (MemberDescription m : g.members()) {
+                    List<Object> assigned = new ArrayList<>();
+                    for (TopicPartition tp : m.assignment().topicPartitions()) {
+                        assigned.add(List.of(tp.topic(), tp.partition()));
+                    }
+                    described.add(map("member_id", m.consumerId(), "client_id", m.clientId(), "host", m.host(),
+                            "group_instance_id", m.groupInstanceId().orElse(null), "assignment", assigned,
+                            "member_epoch", m.memberEpoch().orElse(null)));
+                }
+                groups.put(entry.getKey(), map("state", g.groupState().name(), "type", g.type().name(),
+                        "assignor", g.partitionAssignor(), "simple", g.isSimpleConsumerGroup(),
+                        "coordinator", g.coordinator() == null ? null : g.coordinator().id(),
+                        "group_epoch", g.groupEpoch().orElse(null), "members", described));
+            }
+            return groups;
+        });
+    }
+
+    private Object listGroupOffsets(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            List<Object> offsets = new ArrayList<>();
+            Map<TopicPartition, OffsetAndMetadata> found =
+                    a.listConsumerGroupOffsets(c.string("group_id")).partitionsToOffsetAndMetadata().get();
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : found.entrySet()) {
+                OffsetAndMetadata o = e.getValue();
+                offsets.add(Arrays.asList(e.getKey().topic(), e.getKey().partition(),
+                        o == null ? null : o.offset(), o == null ? null : o.metadata()));
+            }
+            return offsets;
+        });
+    }
+
+    private Object alterGroupOffsets(Command c) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (Object item : c.list("offsets")) {
+            List<?> entry = (List<?>) item;
+            offsets.put(new TopicPartition((String) entry.get(0), ((Number) entry.get(1)).intValue()),
+                    new OffsetAndMetadata(((Number) entry.get(2)).longValue()));
+        }
+        return withAdmin(c, a -> a.alterConsumerGroupOffsets(c.string("group_id"), offsets).all().get());
+    }
+
+    private Object deleteGroupOffsets(Command c) throws Exception {
+        Set<TopicPartition> partitions = new HashSet<>();
+        for (Object p : c.list("partitions")) partitions.add(new TopicPartition(c.string("topic"), ((Number) p).intValue()));
+        return withAdmin(c, a -> a.deleteConsumerGroupOffsets(c.string("group_id"), partitions).all().get());
+    }
+
+    // ------------------------------------------------------------------------------------------ members
+
+    private Object memberStart(Command c) {
+        String name = c.string("name");
+        if (members.containsKey(name)) throw new IllegalArgumentException("member " + name + " already exists");
+        Properties config = consumerConfig(c);
+        config.put("group.id", c.string("group_id"));
+        config.put("group.protocol", c.string("protocol", "classic"));
+        config.put("client.id", name);
+        config.putAll(c.settings());
+        Member member = new Member(name, config, c.strings("topics"));
+        members.put(name, member);
+        member.start();
+        return member.state(false);
+    }
+
+    private Member member(Command c) {
+        Member member = members.get(c.string("name"));
+        if (member == null) throw new IllegalArgumentException("no member " + c.string("name"));
+        return member;
+    }
+
+    private Object memberStop(Command c) throws InterruptedException {
+        Member member = member(c);
+        member.stop(c.string("leave", "default"), Duration.ofMillis(c.longValue("timeout_ms", 15000)));
+        members.remove(member.name);
+        return member.state(true);
+    }
+
+    // ------------------------------------------------------------------------------------------ helpers
+
+    static Map<String, Object> describe(Throwable failure) {
+        List<Object> types = new ArrayList<>();
+        List<Object> codes = new ArrayList<>();
+        List<Object> names = new ArrayList<>();
+        StringBuilder message = new StringBuilder();
+        for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof ExecutionException && t.getCause() != null) continue;
+            types.add(t.getClass().getName());
+            if (t instanceof ApiException) {
+                Errors error = Errors.forException(t);
+                codes.add((int) error.code());
+                names.add(error.name());
+            }
+            if (message.length() > 0) message.append(" <- ");
+            message.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
+        }
+        return map("types", types, "codes", codes, "names", names, "message", message.toString());
+    }
+
+    static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+
+    /** An ordered map from alternating keys and values. */
+    static Map<String, Object> map(Object... pairs) {
+        Map<String, Object> map = new LinkedHashMap<>();
+        for (int i = 0; i < pairs.length; i += 2) map.put((String) pairs[i], pairs[i + 1]);
+        return map;
+    }
+
+    /** A command's fields, with typed accessors; absent and null fields are the same. */
+    static final class Command {
+        private final Map<String, Object> fields;
+
+        @SuppressWarnings("unchecked")
+        Command(Object fields) {
+            this.fields = (Map<String, Object>) fields;
+        }
+
+        Map<String, Object> raw() {
+            return fields;
+        }
+
+        boolean has(String key) {
+            return fields.get(key) != null;
+        }
+
+        Object get(String key) {
+            return fields.get(key);
+        }
+
+        String string(String key) {
+            Object value = fields.get(key);
+            if (value == null) throw new IllegalArgumentException("missing " + key);
+            return (String) value;
+        }
+
+        String string(String key, String otherwise) {
+            return has(key) ? (String) fields.get(key) : otherwise;
+        }
+
+        int integer(String key) {
+            return ((Number) fields.get(key)).intValue();
+        }
+
+        int integer(String key, int otherwise) {
+            return has(key) ? integer(key) : otherwise;
+        }
+
+        long longValue(String key) {
+            return ((Number) fields.get(key)).longValue();
+        }
+
+        long longValue(String key, long otherwise) {
+            return has(key) ? longValue(key) : otherwise;
+        }
+
+        boolean bool(String key, boolean otherwise) {
+            return has(key) ? (Boolean) fields.get(key) : otherwise;
+        }
+
+        List<?> list(String key) {
+            return has(key) ? (List<?>) fields.get(key) : List.of();
+        }
+
+        List<String> strings(String key) {
+            List<String> strings = new ArrayList<>();
+            for (Object item : list(key)) strings.add((String) item);
+            return strings;
+        }
+
+        /** The client settings a command passes through as Kafka properties, values as strings. */
+        Properties settings() {
+            Properties settings = new Properties();
+            if (has("settings")) new Command(get("settings")).raw().forEach((k, v) -> settings.put(k, String.valueOf(v)));
+            return settings;
+        }
+
+        Properties clientConfig() {
+            Properties config = new Properties();
+            config.put("bootstrap.servers", string("bootstrap"));
+            config.put("client.id", "trafka-compat-java");
+            return config;
+        }
+    }
+}
