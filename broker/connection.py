@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RECEIVE_SIZE = 256 * 1024
 # Byte chunks below this size are gathered into one send; larger ones go out as they are.
 GATHER_LIMIT = 64 * 1024
 
@@ -73,17 +72,16 @@ class ClientConnection:
 
     async def _serve(self) -> None:
         protocol = self.protocol
+        receive_into = self.stream.socket.recv_into
         while not self._draining:
             event = protocol.next_request()
             if event is NEED_DATA:
-                with trio.CancelScope() as self._receive_scope:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
+                with protocol.receive_buffer() as room, trio.CancelScope() as self._receive_scope:
+                    count = await receive_into(room)
                 self._receive_scope = None
-                if self._draining:
+                if self._draining or not count:
                     return
-                if not data:
-                    return
-                protocol.receive_data(data)
+                protocol.received(count)
                 continue
             if isinstance(event, UnsupportedVersion):
                 await self._unsupported_version(event)

@@ -1,8 +1,11 @@
 """Server-side Kafka framing, sans-I/O: bytes in, decoded requests out; responses out as chunks.
 
 Each request is a frame: an int32 size, then that many bytes holding the request header and body.
-The transport feeds whatever it reads to ``receive_data`` and drains ``next_request`` until it says
-``NEED_DATA``; clients pipeline requests, so one read may carry several frames or a fraction of one.
+The transport reads into ``receive_buffer()`` (``recv_into``) and reports the count with ``received``,
+or hands over bytes it already has with ``receive_data``; then it drains ``next_request`` until it says
+``NEED_DATA``. Clients pipeline requests, so one read may carry several frames or a fraction of one.
+Once the size of a large frame is known, the buffer offered for reading is that frame's own, so its
+bytes go from the socket to where the request will use them in one copy.
 ``send_response`` turns a response message into the chunks of one frame, in the order to send them
 (a ``FileSlice`` among them is meant for ``os.sendfile``).
 
@@ -47,8 +50,10 @@ DEFAULT_MAX_FRAME_SIZE = 104857600  # socket.request.max.bytes
 _SIZE = struct.Struct(">i")
 _MIN_HEADER_SIZE = 10  # api_key, api_version, correlation_id, client_id length
 
-# A frame at least this large is handed to its request without copying it out of the receive buffer.
+# A frame at least this large is read into a buffer of its own and handed to its request as it is.
 _DETACH_SIZE = 65536
+# Room offered for a read when no large frame is being completed (several small frames fit).
+_READ_SIZE = 65536
 
 # What the first four bytes look like when the peer does not speak the Kafka protocol.
 _FOREIGN_PROTOCOLS = (
@@ -111,8 +116,9 @@ class ServerConnection:
             elif api_key in supported:
                 low, high = supported[api_key]
                 self._versions[api_key] = (max(low, request.MIN_VERSION), min(high, request.MAX_VERSION))
-        self._buffer = bytearray()
+        self._buffer = bytearray(_READ_SIZE)
         self._start = 0  # where the next frame begins in _buffer
+        self._end = 0  # where the bytes received so far end in _buffer
         self._peer_closed = False
         self._error: ProtocolError | None = None
 
@@ -121,6 +127,39 @@ class ServerConnection:
         """Whether ``receive_data(b"")`` reported the end of the peer's data."""
         return self._peer_closed
 
+    def receive_buffer(self) -> memoryview:
+        """A writable view to read the peer's next bytes into; report how many with ``received``.
+
+        While a large frame is incomplete the view is exactly the rest of that frame, in a buffer that
+        will become the request's; otherwise it offers at least 64 KiB. Release the view (or drop it)
+        before asking for the next one.
+        """
+        buffer, start, end = self._buffer, self._start, self._end
+        if start == end and start:
+            self._start = self._end = start = end = 0
+        pending = end - start
+        frame_end = 0
+        if pending >= 4:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            if _DETACH_SIZE <= size <= self.max_frame_size and start + 4 + size > end:
+                frame_end = start + 4 + size
+        wanted = frame_end if frame_end else end + _READ_SIZE
+        if wanted > len(buffer):
+            # Move what is pending to the front of a buffer with room for the rest (of the frame).
+            fresh = bytearray((frame_end - start) if frame_end else pending + _READ_SIZE)
+            fresh[:pending] = memoryview(buffer)[start:end]
+            self._buffer, self._start, self._end = fresh, 0, pending
+            return memoryview(fresh)[pending:]
+        return memoryview(buffer)[end:wanted] if frame_end else memoryview(buffer)[end:]
+
+    def received(self, count: int) -> None:
+        """``count`` bytes were read into the last ``receive_buffer()``; 0 means the peer closed."""
+        if self._peer_closed:
+            raise RuntimeError("received() after the peer closed the connection")
+        if count == 0:
+            self._peer_closed = True
+        self._end += count
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feeds bytes read from the peer; ``b""`` means the peer closed its side."""
         if self._peer_closed:
@@ -128,10 +167,13 @@ class ServerConnection:
         if not data:
             self._peer_closed = True
             return
-        if self._start:
-            del self._buffer[: self._start]  # O(1): CPython drops a bytearray's head in place
-            self._start = 0
-        self._buffer += data
+        data = memoryview(data).cast("B")
+        while data:
+            with self.receive_buffer() as room:
+                count = min(len(room), len(data))
+                room[:count] = data[:count]
+            self.received(count)
+            data = data[count:]
 
     def next_request(self) -> Request | UnsupportedVersion | _Sentinel:
         """The next complete request, ``UnsupportedVersion``, or ``NEED_DATA``.
@@ -175,20 +217,22 @@ class ServerConnection:
     def _next_request(self) -> Request | UnsupportedVersion | _Sentinel:
         buffer = self._buffer
         start = self._start
-        available = len(buffer) - start
+        available = self._end - start
         if available < 4:
             return self._need_data(available)
         (size,) = _SIZE.unpack_from(buffer, start)
         if size < _MIN_HEADER_SIZE or size > self.max_frame_size:
             raise ProtocolError(self._bad_size(size, bytes(buffer[start : start + 4])))
         end = start + 4 + size
-        if len(buffer) < end:
+        if self._end < end:
             return self._need_data(available, size)
         if size >= _DETACH_SIZE:
             # Hand the receive buffer itself to this request; keep only what follows the frame.
             frame = memoryview(buffer)[start + 4 : end]
-            self._buffer = buffer[end:]
-            self._start = 0
+            rest = self._end - end
+            self._buffer = bytearray(rest + _READ_SIZE)
+            self._buffer[:rest] = frame.obj[end : self._end] if rest else b""
+            self._start, self._end = 0, rest
         else:
             frame = memoryview(buffer[start + 4 : end])
             self._start = end

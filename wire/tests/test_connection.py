@@ -148,6 +148,63 @@ def test_large_frame_with_pipelined_tail() -> None:
     assert drain(conn)[0].header.correlation_id == 3
 
 
+def read_like_a_socket(conn: ServerConnection, data: bytes, most: int) -> tuple[list, list[int]]:
+    """Feed ``data`` through receive_buffer/received, at most ``most`` bytes per read, draining requests
+    between reads as a transport does; returns the requests and the size of every buffer offered."""
+    offered, position, events = [], 0, []
+    while position < len(data):
+        events += drain(conn)
+        with conn.receive_buffer() as room:
+            offered.append(len(room))
+            count = min(len(room), most, len(data) - position)
+            room[:count] = data[position : position + count]
+        conn.received(count)
+        position += count
+    return events + drain(conn), offered
+
+
+def test_a_large_frame_is_read_into_its_own_buffer_in_one_copy() -> None:
+    records = bytes(range(256)) * 1000
+    big = ProduceRequest(
+        acks=1, timeout_ms=100,
+        topic_data=[ProduceRequest.TopicProduceData(
+            name="big", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])],
+    )
+    head = frame(ApiKey.METADATA, 12, 1, METADATA)
+    body = frame(ApiKey.PRODUCE, 9, 2, big)
+    conn = ServerConnection()
+    events, offered = read_like_a_socket(conn, head + body[:100], most=len(head) + 100)
+    assert [e.header.correlation_id for e in events] == [1]
+    # The size is known: the next buffer offered is exactly the rest of the frame.
+    with conn.receive_buffer() as room:
+        assert len(room) == len(body) - 100
+        room[:] = body[100:]
+    conn.received(len(body) - 100)
+    (request,) = drain(conn)
+    received = request.body.topic_data[0].partition_data[0].records
+    assert received == records
+    assert len(received.obj) == len(body)  # the request owns a buffer the size of its frame (and prefix)
+    assert offered[0] >= 65536
+    conn.receive_data(frame(ApiKey.METADATA, 12, 3, METADATA))
+    assert drain(conn)[0].header.correlation_id == 3
+
+
+def test_reads_of_any_size_reassemble_pipelined_frames() -> None:
+    data = pipeline_bytes() * 50
+    for most in (1, 7, 1000, 1 << 20):
+        events, _ = read_like_a_socket(ServerConnection(), data, most)
+        check_pipeline(events[:4])
+        assert len(events) == 4 * 50
+
+
+def test_received_zero_means_the_peer_closed() -> None:
+    conn = ServerConnection()
+    with conn.receive_buffer():
+        pass
+    conn.received(0)
+    assert conn.peer_closed and conn.next_request() is NEED_DATA
+
+
 def test_records_are_writable_and_owned_by_their_request() -> None:
     conn = ServerConnection()
     conn.receive_data(frame(ApiKey.PRODUCE, 9, 1, PRODUCE) + frame(ApiKey.PRODUCE, 9, 2, PRODUCE))
