@@ -440,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown broker(s): {', '.join(unknown)}")
     if "tansu" in names:
         brokers.tansu_binary(install=True)
+    if "trafka" in names:
+        brokers.byte_compile_trafka()
 
     # SIGTERM stops the run like Ctrl-C does: through the finally below.
     signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
