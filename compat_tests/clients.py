@@ -813,6 +813,9 @@ class JavaDriver:
     starts keep running in the JVM until stopped or until the driver closes.
     """
 
+    #: Every driver started, so that a failing test can show what the JVMs wrote to stderr meanwhile.
+    started: list[JavaDriver] = []
+
     def __init__(self) -> None:
         classpath = java_classpath()
         java = shutil.which("java")
@@ -820,6 +823,7 @@ class JavaDriver:
             raise ClientError(JavaClient.name, None, "java is not installed: run compat_tests/setup.sh")
         level = os.environ.get("TRAFKA_COMPAT_JAVA_LOG", "warn")
         self.stderr_path = Path(tempfile.mkstemp(prefix="trafka-java-driver-", suffix=".log")[1])
+        atexit.register(self.stderr_path.unlink, missing_ok=True)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._answers: queue.Queue[str | None] = queue.Queue()
@@ -828,6 +832,7 @@ class JavaDriver:
                 [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={JAVA_DIR / 'log4j2.properties'}",
                  f"-Dcompat.java.log.level={level}", "-cp", classpath, "Driver"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=JAVA_DIR)
+        JavaDriver.started.append(self)
         threading.Thread(target=self._read, daemon=True).start()
         ready = self._answer(30.0, "start")
         if not ready.get("ready"):
@@ -840,10 +845,14 @@ class JavaDriver:
             self._answers.put(line)
         self._answers.put(None)
 
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def _stderr_since(self, position: int) -> str:
-        with open(self.stderr_path, errors="replace") as stderr:
-            stderr.seek(position)
-            return stderr.read()[-5000:]
+        return self.stderr_text()[position:][-5000:]
 
     def _answer(self, timeout: float, what: str, stderr_from: int = 0) -> dict:
         try:
@@ -868,7 +877,7 @@ class JavaDriver:
             if not self.alive:
                 raise ClientError(JavaClient.name, None, f"{op}: the driver is not running "
                                                          f"(exit {self.process.returncode})")
-            position = self.stderr_path.stat().st_size
+            position = len(self.stderr_text())
             command_id = next(self._ids)
             assert self.process.stdin is not None
             try:
@@ -900,7 +909,6 @@ class JavaDriver:
                 self.process.wait(timeout)
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 self.kill()
-        self.stderr_path.unlink(missing_ok=True)
 
     def __enter__(self) -> JavaDriver:
         return self

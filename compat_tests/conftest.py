@@ -1,5 +1,5 @@
 """Fixtures for the compatibility tests: a real broker process per module, unique topic names, and the
-broker's stderr attached to every failing test's report."""
+stderr of the brokers (and of the Java client's driver JVMs) attached to every failing test's report."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the helpers are imported as compat_tests.* from a source checkout
     sys.path.insert(0, str(ROOT))
 
-from compat_tests.clients import CLIENTS, Client, ConfluentClient  # noqa: E402
+from compat_tests.clients import CLIENTS, Client, ConfluentClient, JavaDriver  # noqa: E402
 from compat_tests.harness import BrokerProcess  # noqa: E402
 
 LOG_LINES_ON_FAILURE = 150
@@ -82,8 +82,9 @@ def client_for() -> Callable[[str, BrokerProcess], Client]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    # Remember how much each broker had logged, so a failure shows only what this test caused.
+    # Remember how much each broker and Java driver had logged, so a failure shows only what this test caused.
     item.stash[_log_marks] = {id(p): len(p.log_text()) for p in BrokerProcess.started}
+    item.stash[_log_marks].update((id(d), len(d.stderr_text())) for d in JavaDriver.started)
     yield
 
 
@@ -99,4 +100,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if text.strip():
             tail = "\n".join(text.splitlines()[-LOG_LINES_ON_FAILURE:])
             report.sections.append((f"{process.name} stderr ({process.log_path})", tail))
+    for driver in JavaDriver.started:
+        text = driver.stderr_text()[marks.get(id(driver), 0):]
+        if text.strip():
+            tail = "\n".join(text.splitlines()[-LOG_LINES_ON_FAILURE:])
+            report.sections.append((f"java driver stderr ({driver.stderr_path})", tail))
 
