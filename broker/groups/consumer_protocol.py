@@ -28,12 +28,37 @@ group is stable. While it is not — some member is still reconciling, or the gr
 the last interval — they are told to come back after :data:`SETTLING_HEARTBEAT_INTERVAL_MS`, so that
 partitions move between consumers in a few round trips instead of several heartbeat intervals.
 
-Groups and the classic protocol: a heartbeat with epoch 0 turns an *empty* classic group (or one that
-only holds committed offsets) into a consumer group, keeping its offsets, and a JoinGroup turns an
-empty consumer group back into a classic group. Non-empty groups keep their type: a heartbeat to a
-classic group with members gets GROUP_ID_NOT_FOUND, a JoinGroup to a consumer group with members
-INCONSISTENT_GROUP_PROTOCOL. (Kafka can also convert non-empty groups and mix classic members into
-consumer groups; trafka does not.)
+Groups and the classic protocol, as in Kafka's group coordinator:
+
+- A heartbeat with epoch 0 turns an *empty* classic group (or one that only holds committed offsets)
+  into a consumer group, keeping its offsets, and a JoinGroup turns an empty consumer group back into
+  a classic group.
+- **Online upgrade.** A heartbeat with epoch 0 to a classic group *with members* converts it when
+  ``group.consumer.migration.policy`` allows it (``bidirectional``, the default, or ``upgrade``), its
+  protocol type is ``consumer`` and it has no more members than ``group.consumer.max.size``: its members
+  become members that use the classic protocol, each keeping its subscription and its partitions (read
+  from the embedded ConsumerProtocol metadata and assignment), at member epoch = the generation; then
+  the new member joins as any other, which bumps the group epoch and computes a new target assignment
+  (:mod:`broker.groups.migration`). Otherwise the heartbeat gets GROUP_ID_NOT_FOUND.
+- **Classic members** of a consumer group keep speaking JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+  and OffsetCommit (:meth:`ConsumerGroupProtocol.classic_join` and the methods after it). Their
+  generation is their member epoch. Heartbeat answers REBALANCE_IN_PROGRESS when the group epoch moved
+  past it, when they must revoke partitions, or when partitions they wait for were released; JoinGroup
+  is answered at once, after the member's subscription and owned partitions (from its subscription
+  metadata) went through the same three steps as a heartbeat; SyncGroup returns the partitions the
+  coordinator assigned, as a ConsumerProtocol assignment. An eager client rejoins owning nothing and
+  moves to its new assignment at once; a cooperative one lists what it owns, is first asked to revoke,
+  and rejoins again. A classic member that does not rejoin or sync within its rebalance timeout, or
+  whose session (its own session timeout) expires, is fenced. A classic consumer may also join a
+  consumer group that never was a classic group, whatever the migration policy.
+- **Online downgrade.** When the last member using the consumer protocol leaves or is fenced (or, a
+  static one, is replaced by a classic member with its instance id), the remaining members all use the
+  classic protocol and the policy allows it (``bidirectional`` or ``downgrade``), the group becomes a
+  Stable classic group at generation = the group epoch, each member holding its target assignment, and
+  starts a rebalance: the members rejoin and their leader assigns the partitions.
+- Conversions are written as one batch: the old type's tombstones (GroupMetadata, or every
+  ConsumerGroup* record) followed by the new type's records, so a restart replays the group with the
+  type and members it had.
 """
 from __future__ import annotations
 
@@ -925,6 +950,11 @@ class ConsumerGroupProtocol:
         """Convert a classic group with members: the records that delete its metadata and create the
         consumer group go into ``records``; the group returned is what they will build."""
         group_id = classic.group_id
+        # Members waiting in JoinGroup or SyncGroup are told to rejoin (the new member's arrival starts a
+        # rebalance anyway), as members of the consumer group if the conversion succeeds.
+        for member in classic.members.values():
+            classic.complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            classic.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         try:
             group = consumer_group_from_classic(classic, self.coordinator.broker.topics)
         except MalformedConsumerProtocol as exc:
@@ -934,10 +964,6 @@ class ConsumerGroupProtocol:
                 f"Cannot upgrade the classic group {group_id} to consumer group because the embedded consumer "
                 "protocol is malformed.",
             ) from exc
-        # Members waiting in JoinGroup or SyncGroup rejoin, now as members of the consumer group.
-        for member in classic.members.values():
-            classic.complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-            classic.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         records.append((GroupMetadataKey(group_id), None))
         records += [_member_metadata_record(group_id, m) for m in group.members.values()]
         records.append((ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(group.group_epoch)))

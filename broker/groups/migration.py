@@ -206,7 +206,10 @@ def classic_group_from_consumer(
                 list(metadata.supported_protocols),
             )
         )
-    classic.protocol_name = classic.select_protocol()
+    try:
+        classic.protocol_name = classic.select_protocol()
+    except ValueError as exc:
+        raise MalformedConsumerProtocol(f"the members share no protocol: {exc}") from exc
     for member in classic.members.values():
         source = member.member_id
         if joining_member is not None and source == joining_member.member_id:

@@ -11,7 +11,10 @@ the client generates it (an empty member id is INVALID_REQUEST) and may subscrib
 (SubscribedTopicRegex, RE2 syntax, matched against whole topic names).
 Errors: INVALID_REQUEST (bad field combinations), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH (the member
 must give up its partitions and rejoin with epoch 0), UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
-GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the group id belongs to a classic group with members),
+GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the group id belongs to a classic group with members that
+cannot be upgraded: group.consumer.migration.policy forbids it, its protocol type is not ``consumer``,
+or its members' embedded protocol cannot be read; a classic group that can be is converted, with its
+members),
 UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, COORDINATOR_NOT_AVAILABLE while
 ``__consumer_offsets`` loads.
 """

@@ -3,8 +3,9 @@
 State, protocol type and members of classic groups. A Stable group also reports its protocol and each
 member's metadata and assignment; other states list members without them. An unknown group is
 reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. v4 adds each member's group.instance.id;
-authorized operations (v3+) are not computed. A consumer group of the KIP-848 protocol is reported
-like an unknown group, as Kafka does: ConsumerGroupDescribe describes it.
+authorized operations (v3+) are not computed. A consumer group of the KIP-848 protocol — also one
+whose members use the classic protocol, after an online upgrade — is reported like an unknown group, as
+Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
 """
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
             result = _error(group_id, ErrorCode.NONE, state=str(ClassicGroupState.DEAD))
             if ctx.api_version >= GROUP_ID_NOT_FOUND_MIN_VERSION:
                 result.error_code = ErrorCode.GROUP_ID_NOT_FOUND
-                result.error_message = f"Group {group_id} not found."
+                result.error_message = (
+                    f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
+                )
             described.append(result)
             continue
         stable = group.is_in(ClassicGroupState.STABLE)

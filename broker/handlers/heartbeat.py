@@ -3,6 +3,9 @@
 Keeps a classic group member's session alive. The answer tells the member what to do next: NONE
 (carry on), REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID (its membership is
 gone: rejoin from scratch), FENCED_INSTANCE_ID (another process took its group.instance.id, v3+).
+A classic member of a consumer group (KIP-848) is told REBALANCE_IN_PROGRESS when the group epoch has
+moved past its member epoch, when it must revoke partitions, or when partitions it waits for have been
+released; it then rejoins to get its new assignment.
 """
 from __future__ import annotations
 

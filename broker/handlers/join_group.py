@@ -10,8 +10,12 @@ without a member id is first answered MEMBER_ID_REQUIRED with its new id; v5 add
 skip the assignment. Errors: INVALID_GROUP_ID (empty group id), INVALID_SESSION_TIMEOUT (outside
 group.min/max.session.timeout.ms), INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
-An empty consumer group (KIP-848) of that id becomes a classic group, keeping its offsets; a JoinGroup
-to a consumer group with members gets INCONSISTENT_GROUP_PROTOCOL.
+An empty consumer group (KIP-848) of that id becomes a classic group, keeping its offsets. A JoinGroup
+to a consumer group with members makes the consumer a member that uses the classic protocol inside it
+(see :mod:`broker.groups.consumer_protocol`): it is answered at once, with the member's epoch as the
+generation, no leader (the coordinator assigns) and the member's first protocol; a protocol type other
+than ``consumer``, or protocols the group's classic members do not all support, get
+INCONSISTENT_GROUP_PROTOCOL; a full group (group.consumer.max.size) GROUP_MAX_SIZE_REACHED.
 """
 from __future__ import annotations
 

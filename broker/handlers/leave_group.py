@@ -4,7 +4,9 @@ Members leave a classic group, which rebalances without waiting for their sessio
 Versions 0-2 name one member; from v3 a batch of members, each by member id and/or group.instance.id
 (an admin client removes static members by instance id alone), each with its own result; v5 adds a
 reason per member. Errors: UNKNOWN_MEMBER_ID (unknown group or member), FENCED_INSTANCE_ID,
-INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE.
+INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE. Classic members of a consumer group (KIP-848) leave it
+the same way and the group epoch moves; a member that uses the consumer protocol cannot be removed
+with LeaveGroup (UNKNOWN_MEMBER_ID).
 """
 from __future__ import annotations
 

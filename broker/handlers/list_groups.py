@@ -2,7 +2,9 @@
 
 Every group this broker coordinates, with its protocol type; v4 adds the state of each group and a
 filter by state (case-insensitive, e.g. ``Stable``, ``Empty``), v5 the group type (``classic`` or
-``consumer``) and a filter by type. COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+``consumer``) and a filter by type. A consumer group with members that use the classic protocol (after
+an online upgrade) is of type ``consumer``, protocol type ``consumer``, as in Kafka.
+COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
 """
 from __future__ import annotations
 

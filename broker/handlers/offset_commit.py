@@ -14,6 +14,11 @@ COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads. During a cooperati
 members keep their generation until the join phase completes, so their commits of the partitions they
 keep are accepted, as in Kafka.
 
+Members of a consumer group (KIP-848) commit with their member epoch; from a member that uses the
+classic protocol the generation is its member epoch (ILLEGAL_GENERATION when it differs), and any
+version may be used; a consumer-protocol member needs v9+ (UNSUPPORTED_VERSION) and gets
+STALE_MEMBER_EPOCH.
+
 Version notes: v2-4 carry a retention time (the offset then expires at commit time + retention); v6
 adds the leader epoch; v7 group.instance.id; v10 names topics by id (UNKNOWN_TOPIC_ID when unknown).
 """

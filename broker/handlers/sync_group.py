@@ -9,6 +9,10 @@ Version notes: v3 adds group.instance.id; v5 sends the protocol type and name, w
 group's (INCONSISTENT_GROUP_PROTOCOL otherwise). Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (a new rebalance started: rejoin), INVALID_GROUP_ID,
 COORDINATOR_NOT_AVAILABLE.
+
+A classic member of a consumer group (KIP-848) gets the assignment the coordinator computed for it,
+encoded as a ConsumerProtocol assignment of its subscription's version; REBALANCE_IN_PROGRESS when the
+group moved on since its JoinGroup, ILLEGAL_GENERATION when its generation is not its member epoch.
 """
 from __future__ import annotations
 

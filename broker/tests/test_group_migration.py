@@ -280,6 +280,30 @@ async def test_silent_classic_members_of_a_consumer_group_are_fenced(broker_fact
     assert await classic_heartbeat(a_client, "silent", a.member_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+async def test_a_classic_static_member_taking_the_last_consumer_members_place_downgrades_the_group(running):
+    s_client, d_client = await clients(running, 2)
+    topic_id = await create_topic(s_client, TOPIC, 6)
+    s = await consumer_heartbeat(s_client, "static", "s", 0, topics=[TOPIC], instance_id="i")
+    d = await join(d_client, "static", metadata=subscription([TOPIC]))
+    assert (d.error_code, d.generation_id) == (0, 2)
+    s = await consumer_heartbeat(s_client, "static", "s", 1, owned={topic_id: sorted(PARTITIONS)}, instance_id="i")
+    s_parts = partitions_of(s)[topic_id]
+    await consumer_heartbeat(s_client, "static", "s", 1, owned={topic_id: s_parts}, instance_id="i")
+    assert await classic_heartbeat(d_client, "static", d.member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    d, d_parts = await rejoin(d_client, "static", d)
+    assert owned_once(frozenset(s_parts), d_parts)
+    # The static consumer-protocol member leaves for a moment; it comes back as a classic consumer.
+    assert (await consumer_heartbeat(s_client, "static", "s", -2, instance_id="i")).member_epoch == -2
+    back = await join(s_client, "static", instance_id="i", metadata=subscription([TOPIC]))
+    assert (back.error_code, back.generation_id) == (0, 2)
+    # Only classic members remain: the group is a classic group again, without a rebalance, and the
+    # returning instance gets the partitions it had.
+    assert await group_type(s_client, "static") == ("classic", "Stable")
+    assert assigned(await sync(s_client, "static", back)) == frozenset(s_parts)
+    assert await classic_heartbeat(d_client, "static", d.member_id, 2) == ErrorCode.NONE
+    assert assigned(await sync(d_client, "static", d)) == d_parts
+
+
 # ================================================================================ refusals
 
 
