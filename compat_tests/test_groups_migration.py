@@ -51,13 +51,12 @@ def wait_for(condition, members, what: str):
                       f"{[sorted(owned(m)) for m in members]}")
 
 
-def describe_types(bootstrap: str, group: str):
-    """The group's type and its members' types, as confluent-kafka's admin client describes them."""
+def described(bootstrap: str, group: str):
+    """The group as confluent-kafka's admin client describes it (its type, its members)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    description = admin.describe_consumer_groups([group])[group].result(10)
-    return description
+    return admin.describe_consumer_groups([group])[group].result(10)
 
 
 @pytest.fixture
@@ -88,7 +87,7 @@ def test_a_consumer_protocol_member_joins_a_classic_group_and_leaves_it(client, 
         everyone.append(newcomer)
         members = [*classics, newcomer]
         wait_for(lambda: owned_once(members), members, "the three members to share the partitions")
-        description = describe_types(broker.bootstrap, group)
+        description = described(broker.bootstrap, group)
         assert description.type == ConsumerGroupType.CONSUMER
         assert len(description.members) == 3
         more = classic.produce(broker.bootstrap, name, 10, tag="upgraded-")
@@ -98,7 +97,7 @@ def test_a_consumer_protocol_member_joins_a_classic_group_and_leaves_it(client, 
         # Online downgrade: the consumer-protocol member leaves; the classic members carry on.
         newcomer.stop()
         wait_for(lambda: owned_once(classics), classics, "the classic members to take all partitions back")
-        assert describe_types(broker.bootstrap, group).type == ConsumerGroupType.CLASSIC
+        assert described(broker.bootstrap, group).type == ConsumerGroupType.CLASSIC
         last = classic.produce(broker.bootstrap, name, 10, tag="downgraded-")
         wait_for(lambda: len(values(everyone)) >= len(produced) + len(more) + len(last), classics,
                  "the messages produced after the downgrade")
@@ -124,13 +123,13 @@ def test_a_classic_consumer_joins_a_consumer_group(broker, topic, group):
         joiner = classic.Member("confluent-kafka", broker.bootstrap, group, name).start()
         everyone.append(joiner)
         wait_for(lambda: owned_once(everyone), everyone, "the classic member to get its share")
-        description = describe_types(broker.bootstrap, group)
+        description = described(broker.bootstrap, group)
         assert description.type == ConsumerGroupType.CONSUMER and len(description.members) == 2
         wait_for(lambda: len(values(everyone)) >= len(produced), everyone, "every message")
         first.stop()
         wait_for(lambda: owned(joiner) == frozenset(range(PARTITIONS)), [joiner],
                  "the classic member to own everything")
-        assert describe_types(broker.bootstrap, group).type == ConsumerGroupType.CLASSIC
+        assert described(broker.bootstrap, group).type == ConsumerGroupType.CLASSIC
         more = classic.produce(broker.bootstrap, name, 5, tag="more-")
         wait_for(lambda: len(values(everyone)) >= len(produced) + len(more), [joiner], "the last messages")
     finally:

@@ -177,7 +177,8 @@ async def test_upgrade_then_downgrade_of_a_group_with_members(running):
     assert {j.generation_id for j in rejoined} == {3} and all(j.error_code == 0 for j in rejoined)
     leader = next(j for j in rejoined if j.leader == j.member_id)
     assert sorted(m.member_id for m in leader.members) == sorted([a.member_id, b.member_id])
-    plan = {a.member_id: encode_assignment({TOPIC: [0, 1, 2]}, 1), b.member_id: encode_assignment({TOPIC: [3, 4, 5]}, 1)}
+    plan = {a.member_id: encode_assignment({TOPIC: [0, 1, 2]}, 1),
+            b.member_id: encode_assignment({TOPIC: [3, 4, 5]}, 1)}
     synced = [None, None]
 
     async def member_syncs(i: int, client) -> None:
@@ -351,8 +352,8 @@ def test_the_migration_policy_is_checked_at_start_up():
     from broker.config import BrokerConfig, ConfigError
 
     assert BrokerConfig.from_properties({}).group_consumer_migration_policy == "bidirectional"
-    assert BrokerConfig.from_properties({"group.consumer.migration.policy": "UPGRADE"}).group_consumer_migration_policy == (
-        "upgrade")
+    upgrade_only = BrokerConfig.from_properties({"group.consumer.migration.policy": "UPGRADE"})
+    assert upgrade_only.group_consumer_migration_policy == "upgrade"
     with pytest.raises(ConfigError):
         BrokerConfig.from_properties({"group.consumer.migration.policy": "sideways"})
 
@@ -421,7 +422,9 @@ async def test_a_restart_replays_the_converted_group_both_ways(nursery, tmp_path
 
 def _members(described) -> dict[str, tuple]:
     return {
-        m.member_id: (m.member_type, m.member_epoch, sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions))
+        m.member_id: (
+            m.member_type, m.member_epoch, sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+        )
         for m in described.members
     }
 
