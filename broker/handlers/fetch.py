@@ -8,7 +8,8 @@ whole batch, as Kafka does, so a consumer can always make progress.
 
 Long polling: if fewer than ``min_bytes`` are available the request waits, up to ``max_wait_ms``, on
 waiters registered with the partitions it reads; an append wakes it, and the read is done again. No
-polling loop.
+polling loop. A Fetch naming no partitions (the Java consumer sends one as it closes) is answered at
+once, as Kafka does.
 
 Consumers only see data below the high watermark; read_committed readers only data below the last
 stable offset (with no open transactions, the high watermark). Incremental fetch sessions (KIP-227)
@@ -38,7 +39,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
     targets = _resolve(ctx, request)
     responses, available = _read(targets, request)
-    if available < request.min_bytes and request.max_wait_ms > 0 and _all_readable(responses):
+    if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
         for partition in partitions:

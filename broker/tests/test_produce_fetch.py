@@ -117,6 +117,14 @@ async def test_fetch_at_the_end_waits_out_max_wait_and_returns_nothing(client: K
     assert not partition.records
 
 
+async def test_fetch_naming_no_partitions_is_answered_without_waiting(client: KafkaClient):
+    # The Java consumer sends one as it closes, to end its fetch session.
+    with trio.fail_after(30):
+        response = await client.request(FetchRequest(max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, topics=[]),
+                                        FETCH_VERSION)
+    assert response.error_code == ErrorCode.NONE and response.responses == []
+
+
 async def test_fetch_out_of_range(client: KafkaClient):
     await create_topic(client, "short")
     await produce(client, "short", build_batch([SimpleRecord(None, b"x")]))
