@@ -778,8 +778,9 @@ def java_classpath() -> str:
     """The classpath of the Java driver: the jars setup.sh put in java/lib and the driver's classes,
     compiled here on first use into java/build/<hash of the sources> (so an edited source is rebuilt)."""
     jars = sorted((JAVA_DIR / "lib").glob("*.jar"))
-    if not any(jar.name.startswith("kafka-clients-") for jar in jars):
-        raise ClientError(JavaClient.name, None, "kafka-clients is not installed: run compat_tests/setup.sh")
+    for library in ("kafka-clients", "gson"):
+        if not any(jar.name.startswith(f"{library}-") for jar in jars):
+            raise ClientError(JavaClient.name, None, f"{library} is not installed: run compat_tests/setup.sh")
     sources = sorted(JAVA_DIR.glob("*.java"))
     digest = hashlib.sha256(b"".join(path.name.encode() + path.read_bytes() for path in sources)).hexdigest()[:16]
     classes = JAVA_DIR / "build" / digest

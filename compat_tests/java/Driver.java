@@ -1,3 +1,6 @@
+import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import com.google.gson.ToNumberPolicy;
 import java.io.BufferedReader;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
@@ -7,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Base64;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -63,6 +67,13 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * Everything else the JVM prints goes to stderr.
  */
 public final class Driver {
+    /**
+     * Commands parse into maps, lists, strings, booleans, nulls and numbers (Long, or Double when they have a
+     * fraction or an exponent); answers are written on one line, nulls included, without HTML escapes.
+     */
+    static final Gson JSON = new GsonBuilder().setObjectToNumberStrategy(ToNumberPolicy.LONG_OR_DOUBLE)
+            .serializeNulls().disableHtmlEscaping().create();
+
     private final PrintStream out;
     private final Map<String, Member> members = new ConcurrentHashMap<>();
 
@@ -84,10 +95,9 @@ public final class Driver {
             if (line.isBlank()) continue;
             Object id = null;
             try {
-                @SuppressWarnings("unchecked")
-                Map<String, Object> command = (Map<String, Object>) Json.parse(line);
+                Command command = new Command(JSON.fromJson(line, Map.class));
                 id = command.get("id");
-                respond(map("id", id, "ok", true, "result", run(new Command(command))));
+                respond(map("id", id, "ok", true, "result", run(command)));
             } catch (Throwable failure) {
                 respond(map("id", id, "ok", false, "error", describe(failure)));
             }
@@ -96,7 +106,7 @@ public final class Driver {
     }
 
     private synchronized void respond(Map<String, Object> message) {
-        out.println(Json.write(message));
+        out.println(JSON.toJson(message));
     }
 
     private Object run(Command c) throws Exception {
@@ -147,12 +157,12 @@ public final class Driver {
                 List<Header> headers = new ArrayList<>();
                 for (Object header : m.list("headers")) {
                     List<?> pair = (List<?>) header;
-                    headers.add(new RecordHeader((String) pair.get(0), Json.unb64(pair.get(1))));
+                    headers.add(new RecordHeader((String) pair.get(0), unb64(pair.get(1))));
                 }
                 Integer partition = m.has("partition") ? m.integer("partition") : null;
                 Long timestamp = m.has("timestamp") ? m.longValue("timestamp") : null;
-                sent.add(producer.send(new ProducerRecord<>(topic, partition, timestamp, Json.unb64(m.get("key")),
-                        Json.unb64(m.get("value")), headers)));
+                sent.add(producer.send(new ProducerRecord<>(topic, partition, timestamp, unb64(m.get("key")),
+                        unb64(m.get("value")), headers)));
             }
             producer.flush();
             List<Object> deliveries = new ArrayList<>();
@@ -182,9 +192,9 @@ public final class Driver {
 
     static Map<String, Object> record(ConsumerRecord<byte[], byte[]> r) {
         List<Object> headers = new ArrayList<>();
-        for (Header header : r.headers()) headers.add(Arrays.asList(header.key(), Json.b64(header.value())));
-        return map("topic", r.topic(), "partition", r.partition(), "offset", r.offset(), "key", Json.b64(r.key()),
-                "value", Json.b64(r.value()), "headers", headers, "timestamp", r.timestamp(),
+        for (Header header : r.headers()) headers.add(Arrays.asList(header.key(), b64(header.value())));
+        return map("topic", r.topic(), "partition", r.partition(), "offset", r.offset(), "key", b64(r.key()),
+                "value", b64(r.value()), "headers", headers, "timestamp", r.timestamp(),
                 "timestamp_type", r.timestampType().name);
     }
 
@@ -477,6 +487,14 @@ public final class Driver {
             message.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
         }
         return map("types", types, "codes", codes, "names", names, "message", message.toString());
+    }
+
+    static String b64(byte[] data) {
+        return data == null ? null : Base64.getEncoder().encodeToString(data);
+    }
+
+    static byte[] unb64(Object text) {
+        return text == null ? null : Base64.getDecoder().decode((String) text);
     }
 
     static void sleep(long millis) {

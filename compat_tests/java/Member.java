@@ -87,7 +87,7 @@ final class Member {
                 if (!records.isEmpty()) {
                     synchronized (this) {
                         for (ConsumerRecord<byte[], byte[]> r : records) {
-                            consumed.add(Arrays.asList(r.topic(), r.partition(), r.offset(), Json.b64(r.value())));
+                            consumed.add(Arrays.asList(r.topic(), r.partition(), r.offset(), Driver.b64(r.value())));
                         }
                     }
                     consumer.commitSync();
