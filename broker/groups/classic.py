@@ -462,6 +462,12 @@ class ClassicGroup:
         if self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
             raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """Anyone may read a classic group's offsets: the member id and epoch of OffsetFetch v9+ are
+        not checked. A dead group has none to read (GROUP_ID_NOT_FOUND)."""
+        if self.is_in(ClassicGroupState.DEAD):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is in dead state.")
+
     def validate_delete(self) -> None:
         if self.is_in(ClassicGroupState.DEAD):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is in dead state.")

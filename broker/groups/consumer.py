@@ -508,18 +508,21 @@ class ConsumerGroup:
                 ErrorCode.UNSUPPORTED_VERSION,
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol",
             )
-        if member_epoch != member.member_epoch:
-            if member.uses_classic_protocol:
-                raise KafkaError(
-                    ErrorCode.ILLEGAL_GENERATION,
-                    f"The received generation id {member_epoch} does not match the expected member epoch "
-                    f"{member.member_epoch}.",
-                )
+        _check_member_epoch(member, member_epoch)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """Who may read the committed offsets: anyone who names no member (member id null and epoch
+        -1: admin clients, classic consumers, OffsetFetch before v9), otherwise a member of the group at
+        its current member epoch. Raises UNKNOWN_MEMBER_ID, or STALE_MEMBER_EPOCH (ILLEGAL_GENERATION
+        for a member that uses the classic protocol)."""
+        if member_id is None and member_epoch < 0:
+            return
+        member = self.members.get(member_id) if member_id is not None else None
+        if member is None:
             raise KafkaError(
-                ErrorCode.STALE_MEMBER_EPOCH,
-                f"The received member epoch {member_epoch} does not match the expected member epoch "
-                f"{member.member_epoch}.",
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
             )
+        _check_member_epoch(member, member_epoch)
 
     def validate_delete(self) -> None:
         if self.members:
@@ -532,3 +535,20 @@ class ConsumerGroup:
         """Offsets of topics the group does not subscribe to expire retention after their commit,
         whatever the group's state."""
         return True, None
+
+
+def _check_member_epoch(member: ConsumerGroupMember, member_epoch: int) -> None:
+    """A member names its current epoch; a member using the classic protocol calls it its generation."""
+    if member_epoch == member.member_epoch:
+        return
+    if member.uses_classic_protocol:
+        raise KafkaError(
+            ErrorCode.ILLEGAL_GENERATION,
+            f"The received generation id {member_epoch} does not match the expected member epoch "
+            f"{member.member_epoch}.",
+        )
+    raise KafkaError(
+        ErrorCode.STALE_MEMBER_EPOCH,
+        f"The received member epoch {member_epoch} does not match the expected member epoch "
+        f"{member.member_epoch}.",
+    )

@@ -431,13 +431,30 @@ class GroupCoordinator:
         return results
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> list[FetchedOffset]:
-        """Committed offsets of ``topics`` (every committed partition when None); -1 where none."""
+        """Committed offsets of ``topics`` (every committed partition when None); -1 where none.
+
+        ``member_id`` and ``member_epoch`` (OffsetFetch v9+) are checked by the group: a consumer group
+        raises UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or ILLEGAL_GENERATION for the whole request. An
+        unknown or dead group has no offsets, whatever the member fields say.
+        """
         self.check_active()
         group = self.groups.get(group_id)
-        known = group is not None and not group.is_in(ClassicGroupState.DEAD)
-        committed = self.offsets.group_offsets(group_id) if known else {}
+        committed: dict[str, dict[int, OffsetAndMetadata]] = {}
+        if group is not None:
+            try:
+                group.validate_offset_fetch(member_id, member_epoch)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                    raise
+            else:
+                committed = self.offsets.group_offsets(group_id)
         fetched = []
         if topics is None:
             for topic, by_partition in committed.items():

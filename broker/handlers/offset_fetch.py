@@ -6,6 +6,13 @@ request asks for several groups, each with its own error. ``require_stable`` (v7
 offsets of transactions still in flight; offsets committed outside transactions are always stable.
 Errors: COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads, INVALID_GROUP_ID for a null
 group id; v10 names topics by id (UNKNOWN_TOPIC_ID for ids this broker does not know).
+
+v9 adds ``member_id`` and ``member_epoch`` to each group. A consumer-protocol (KIP-848) member reads
+its offsets with them; admin clients and classic consumers leave them null and -1, which any group
+accepts. A consumer group checks them otherwise: UNKNOWN_MEMBER_ID for a member it does not have,
+STALE_MEMBER_EPOCH for an epoch that is not the member's current one (ILLEGAL_GENERATION when that
+member uses the classic protocol). A classic group ignores them. Like every group error these are the
+group's ``error_code``, with no topics; an unknown group simply has no offsets.
 """
 from __future__ import annotations
 
@@ -75,7 +82,7 @@ def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchReque
                 topics.append((known.name, list(t.partition_indexes)))
             else:
                 topics.append((t.name, list(t.partition_indexes)))
-    error, fetched = _fetch(ctx, group.group_id, topics)
+    error, fetched = _fetch(ctx, group.group_id, topics, group.member_id, group.member_epoch)
     if error is not ErrorCode.NONE:
         return GroupResponse(group_id=group.group_id, error_code=error, topics=[])
     by_topic: dict[str, list[PartitionsResponse]] = {}
@@ -116,10 +123,18 @@ def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchReque
     return GroupResponse(group_id=group.group_id, error_code=ErrorCode.NONE, topics=responses)
 
 
-def _fetch(ctx: RequestContext, group_id: str | None, topics: list[tuple[str, list[int]]] | None):
+def _fetch(
+    ctx: RequestContext,
+    group_id: str | None,
+    topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+):
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
     try:
-        return ErrorCode.NONE, ctx.broker.groups.fetch_offsets(group_id, topics)
+        return ErrorCode.NONE, ctx.broker.groups.fetch_offsets(
+            group_id, topics, member_id=member_id, member_epoch=member_epoch
+        )
     except KafkaError as exc:
         return exc.code, []
