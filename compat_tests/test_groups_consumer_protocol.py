@@ -65,7 +65,7 @@ class Member:
             self.error = exc
 
     def _consume(self) -> None:
-        from confluent_kafka import Consumer
+        from confluent_kafka import Consumer, KafkaError, KafkaException
 
         config = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "group.protocol": "consumer",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -85,7 +85,13 @@ class Member:
                 good = [m for m in messages if m.error() is None]
                 self.consumed.extend((m.topic(), m.partition(), m.offset(), m.value()) for m in good)
                 if good:
-                    consumer.commit(asynchronous=False)
+                    try:
+                        consumer.commit(asynchronous=False)
+                    except KafkaException as exc:
+                        # librdkafka's local "nothing to commit": it holds no stored offset for its
+                        # partitions at that moment. The tests check what was read and committed.
+                        if exc.args[0].code() != KafkaError._NO_OFFSET:
+                            raise
                 assignment = frozenset((p.topic, p.partition) for p in consumer.assignment())
                 if assignment != self.assignment:
                     self.assignment = assignment
