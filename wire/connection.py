@@ -231,7 +231,8 @@ class ServerConnection:
             frame = memoryview(buffer)[start + 4 : end]
             rest = self._end - end
             self._buffer = bytearray(rest + _READ_SIZE)
-            self._buffer[:rest] = frame.obj[end : self._end] if rest else b""
+            if rest:
+                self._buffer[:rest] = buffer[end : self._end]
             self._start, self._end = 0, rest
         else:
             frame = memoryview(buffer[start + 4 : end])

@@ -189,8 +189,6 @@ class ClassicGroup:
         self.static_members: dict[str, str] = {}
         self.pending_join_members: set[str] = set()
         self.pending_sync_members: set[str] = set()
-        # When a new group's first join completes at the latest (the rebalance timeout after it began).
-        self.initial_join_deadline_ms = 0
         self._supported_protocols: Counter[str] = Counter()
         self._awaiting_join = 0
 

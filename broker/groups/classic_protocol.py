@@ -366,7 +366,6 @@ class ClassicGroupProtocol:
         )
         group_id = group.group_id
         if initial and self.coordinator.initial_rebalance_delay_ms > 0:
-            group.initial_join_deadline_ms = self.coordinator.now_ms() + group.rebalance_timeout_ms()
             self._schedule_initial_delay(group)
         elif group.has_all_members_joined():
             self._complete_join(group)
@@ -385,12 +384,17 @@ class ClassicGroupProtocol:
     def _schedule_initial_delay(self, group: ClassicGroup) -> None:
         """(Re)start a new group's quiet window: ``group.initial.rebalance.delay.ms`` from now."""
         group_id = group.group_id
-        remaining_ms = group.initial_join_deadline_ms - self.coordinator.now_ms()
         self.timers.schedule(
             _initial_delay_key(group_id),
-            min(self.coordinator.initial_rebalance_delay_ms, max(remaining_ms, 0)),
+            min(self.coordinator.initial_rebalance_delay_ms, self._join_time_left_ms(group)),
             lambda: self._initial_delay_elapsed(group_id),
         )
+
+    def _join_time_left_ms(self, group: ClassicGroup) -> int:
+        """What is left of the rebalance timeout since the group began preparing to rebalance."""
+        assert group.state_timestamp_ms is not None
+        deadline_ms = group.state_timestamp_ms + group.rebalance_timeout_ms()
+        return max(deadline_ms - self.coordinator.now_ms(), 0)
 
     def _initial_delay_elapsed(self, group_id: str) -> None:
         group = self._classic_group(group_id)
@@ -401,8 +405,9 @@ class ClassicGroupProtocol:
         else:
             # Members told MEMBER_ID_REQUIRED are expected back within a round trip: give them what is
             # left of the rebalance timeout (a pending member that never returns expires with its session).
-            remaining_ms = group.initial_join_deadline_ms - self.coordinator.now_ms()
-            self.timers.schedule(_join_key(group_id), max(remaining_ms, 0), lambda: self._join_timed_out(group_id))
+            self.timers.schedule(
+                _join_key(group_id), self._join_time_left_ms(group), lambda: self._join_timed_out(group_id)
+            )
 
     def _join_timed_out(self, group_id: str) -> None:
         group = self._classic_group(group_id)
