@@ -1,13 +1,15 @@
 """A description of the machine and software a benchmark ran on, for the results file."""
 from __future__ import annotations
 
-import mmap
 import os
 import platform
 import sys
+import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+MB = 1_000_000
 
 
 def _cpu_model() -> str:
@@ -32,32 +34,29 @@ def _memory_gb() -> float | None:
     return None
 
 
-def _available_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+def page_cache_write_speed(directory: str, size: int = 256 << 20) -> dict[str, float]:
+    """MB/s of 1 MiB writes into a new file: first on memory the machine has not used lately, then again
+    at once on the pages just freed by deleting that file.
 
-
-def prefault_memory(wanted_bytes: int) -> dict[str, Any]:
-    """Touch up to ``wanted_bytes`` of memory once and give it back to the kernel.
-
-    On a virtual machine the first use of a guest page costs a fault in the hypervisor (here about
-    9 us per 4 KiB page, capping fresh page-cache writes near 400 MB/s against several GB/s for pages
-    used before). Whichever broker ran first would pay that for everyone; touching the memory the run
-    will need up front gives every broker the same machine. At most half the available memory.
+    Every broker that keeps what it is sent, in files or in its heap, needs new memory for every byte.
+    A virtual machine that returns freed guest memory to its host (virtio-balloon free page reporting,
+    about 2 s after the memory is freed) makes the first touch of each such page a hypervisor fault;
+    the two figures show what that costs here, and so what bounds a broker that stores the data against
+    a client ceiling that discards it.
     """
-    size = min(wanted_bytes, _available_bytes() // 2) & ~(mmap.PAGESIZE - 1)
-    if size <= 0 or not hasattr(mmap, "MAP_POPULATE"):
-        return {"bytes": 0, "seconds": 0.0}
-    started = time.perf_counter()
-    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)
-    region.close()
-    return {"bytes": size, "seconds": round(time.perf_counter() - started, 1)}
+    chunk = os.urandom(1 << 20)
+    speeds = {}
+    for label in ("new_memory_mb_per_s", "recycled_memory_mb_per_s"):
+        fd, path = tempfile.mkstemp(prefix="bench-page-cache-", dir=directory)
+        try:
+            started = time.perf_counter()
+            for _ in range(size // len(chunk)):
+                os.write(fd, chunk)
+            speeds[label] = round(size / MB / (time.perf_counter() - started))
+        finally:
+            os.close(fd)
+            os.unlink(path)
+    return speeds
 
 
 def _package(name: str) -> str | None:

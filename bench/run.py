@@ -17,6 +17,7 @@ import math
 import signal
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,7 +49,6 @@ class Plan:
     group_deadline_s: float = 60.0
     group_members: int = 3
     group_partitions: int = 16
-    prefault_bytes: int = 1 << 30  # memory touched once before the first broker starts
 
 
 FULL = Plan(
@@ -64,7 +64,6 @@ FULL = Plan(
     scaling_records=500_000,
     rss_written_bytes=2_000_000_000,
     repeats=3,
-    prefault_bytes=12 << 30,  # each broker writes ~4 GB; Tansu keeps it all in memory
 )
 
 QUICK = Plan(
@@ -452,9 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(sum(steps_per_broker(plan, brokers.SPECS[n]) for n in names))
     try:
         versions = {n: brokers.SPECS[n].version() for n in names}
-        prefault = machine.prefault_memory(plan.prefault_bytes)
-        print(f"bench: touched {prefault['bytes'] / 2**30:.1f} GiB of memory in {prefault['seconds']:.1f} s "
-              "so that no broker pays the machine's first use of it", file=sys.stderr, flush=True)
+        page_cache = machine.page_cache_write_speed(tempfile.gettempdir())
+        print(f"bench: page-cache writes {page_cache['new_memory_mb_per_s']:,} MB/s on new memory, "
+              f"{page_cache['recycled_memory_mb_per_s']:,} MB/s on just-freed memory", file=sys.stderr, flush=True)
         for name in names:
             by_broker[name] = {"version": versions[name], **bench_broker(brokers.SPECS[name], plan, progress, live)}
     except KeyboardInterrupt:
@@ -465,10 +464,12 @@ def main(argv: list[str] | None = None) -> int:
             broker.stop()
 
     goals = targets(plan, by_broker)
-    report = (
-        f"{table(plan, by_broker)}\n\n{targets_table(goals)}\n"
-        if goals
-        else f"{table(plan, by_broker)}\n"
+    report = f"{table(plan, by_broker)}\n\n"
+    if goals:
+        report += f"{targets_table(goals)}\n\n"
+    report += (
+        f"Page-cache writes on this machine (1 MiB writes, no fsync): {page_cache['new_memory_mb_per_s']:,} MB/s "
+        f"on memory not used lately, {page_cache['recycled_memory_mb_per_s']:,} MB/s on memory just freed.\n"
     )
     print(report)
     output = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
@@ -478,12 +479,13 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": started_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1),
         "command": "python -m bench" + (" --quick" if args.quick else ""),
-        "machine": {**machine.describe(versions), "prefaulted_memory": prefault},
+        "machine": {**machine.describe(versions), "page_cache_writes": page_cache},
         "plan": asdict(plan),
         "settings": {
             "producer": "confluent-kafka, linger.ms=5, batch.size=1048576, compression none, no key, "
             "random payload; latency producer: acks=1, linger.ms as listed",
-            "consumer": "confluent-kafka, assign() from the start of each partition (no group), default fetch settings",
+            "consumer": "confluent-kafka, metadata then assign() from the start of each partition (no group), "
+            "fetch.queue.backoff.ms=10, other fetch settings default",
             "loopback": "all brokers bind 127.0.0.1; clients and broker share the machine's cores",
         },
         "results": by_broker,
