@@ -56,8 +56,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-import crc32c
-
 from storage.checkpoints import atomic_write
 from storage.files import PRODUCER_SNAPSHOT_FILE_SUFFIX, offset_from_file_name, producer_snapshot_file
 from wire.errors import ErrorCode, KafkaError
@@ -67,6 +65,7 @@ from wire.records import (
     ControlRecordType,
     EndTransactionMarker,
     RecordBatch,
+    crc32c,
     parse_end_transaction_marker,
 )
 
@@ -506,7 +505,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
             entry.coordinator_epoch,
             -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
         )
-    struct.pack_into(">I", body, 2, crc32c.crc32c(memoryview(body)[_CRC_START:]))
+    struct.pack_into(">I", body, 2, crc32c(memoryview(body)[_CRC_START:]))
     atomic_write(path, bytes(body))
 
 
@@ -520,7 +519,7 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
         raise CorruptSnapshotError(f"{path}: unknown producer snapshot version {version}")
     if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
         raise CorruptSnapshotError(f"{path}: {len(data)} bytes do not hold {count} producer entries")
-    computed = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    computed = crc32c(memoryview(data)[_CRC_START:])
     if crc != computed:
         raise CorruptSnapshotError(f"{path}: stored CRC {crc:#010x}, computed {computed:#010x}")
     entries = []

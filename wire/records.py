@@ -35,14 +35,13 @@ clients) is ``INVALID_RECORD``.
 """
 from __future__ import annotations
 
+import functools
 import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Union
-
-from crc32c import crc32c
 
 from wire.compression import Compression, compress, decompress
 from wire.errors import ErrorCode, KafkaError
@@ -75,7 +74,25 @@ __all__ = [
     "build_control_batch",
     "parse_control_record_key",
     "parse_end_transaction_marker",
+    "crc32c",
 ]
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli) of ``data``, the checksum record batches carry; hardware-computed where the
+    CPU has the instruction.
+
+    The ``crc32c`` package is loaded by the first checksum rather than with this module: its import
+    pulls in ``importlib.metadata``, some 15 ms of a broker start that needs no checksum.
+    """
+    return _crc32c()(data)
+
+
+@functools.cache
+def _crc32c():  # type: ignore[no-untyped-def]
+    from crc32c import crc32c as compute
+
+    return compute
 
 Buffer = Union[bytes, bytearray, memoryview]
 
