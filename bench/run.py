@@ -154,7 +154,10 @@ def bench_broker(spec: brokers.BrokerSpec, plan: Plan, progress: Progress, live:
         """Run a workload ``repeats`` times; the result is the run with the median rate, plus every rate."""
         runs = []
         for _ in range(repeats):
-            result = run_workload({"bootstrap": broker.bootstrap, "wraps": spec.wraps, **params}, WORKLOAD_TIMEOUT_S)
+            result = run_workload(
+                {"bootstrap": broker.bootstrap, "broker_pid": broker.pid, "wraps": spec.wraps, **params},
+                WORKLOAD_TIMEOUT_S,
+            )
             if not broker.alive():
                 result["error"] = f"broker exited: {broker.log_tail(5)}"
             runs.append(result)
@@ -342,6 +345,22 @@ def table(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> str:
+    """Cores busy on average during each produce and consume run: the broker's, then the client's."""
+    names = list(by_broker)
+    lines = ["| cores busy: broker / client | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for label, path, _, is_throughput in _rows(plan):
+        if not is_throughput:
+            continue
+        cells = []
+        for n in names:
+            broker = _get(by_broker[n], (*path[:-1], "broker_cores"))
+            client = _get(by_broker[n], (*path[:-1], "client_cores"))
+            cells.append(f"{broker:.2f} / {client:.2f}" if broker is not None and client is not None else "n/a")
+        lines.append(f"| {label.removesuffix(' (rec/s)')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _fmt_ratio(ratio: float | None) -> str:
     return f"{ratio:.2f}x" if ratio is not None else "n/a"
 
@@ -464,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             broker.stop()
 
     goals = targets(plan, by_broker)
-    report = f"{table(plan, by_broker)}\n\n"
+    report = f"{table(plan, by_broker)}\n\n{cpu_table(plan, by_broker)}\n\n"
     if goals:
         report += f"{targets_table(goals)}\n\n"
     report += (

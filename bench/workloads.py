@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -23,6 +24,43 @@ CONSUME_IDLE_S = 15.0  # give up when nothing at all arrives for this long
 
 def _quiet(config: dict[str, Any]) -> dict[str, Any]:
     return {"log_level": 3, **config}
+
+
+class _CpuWindow:
+    """CPU time (user + system, every thread) of this client process and of the broker over a window.
+
+    Reported as cores busy on average (CPU seconds over the window's seconds): when the client is near
+    its ceiling while the broker idles, the client bounds the figure, whatever the broker.
+    """
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+        self.started = self._read()
+
+    def restart(self) -> None:
+        self.started = self._read()
+
+    def _read(self) -> tuple[float, float | None]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime, _process_cpu_s(self.broker_pid)
+
+    def cores(self, seconds: float) -> dict[str, float]:
+        client, broker = self._read()
+        out = {"client_cores": round((client - self.started[0]) / seconds, 2)}
+        if broker is not None and self.started[1] is not None:
+            out["broker_cores"] = round((broker - self.started[1]) / seconds, 2)
+        return out
+
+
+def _process_cpu_s(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rate(records: int, size: int, seconds: float) -> dict[str, float]:
@@ -58,6 +96,7 @@ def produce(p: dict[str, Any]) -> dict[str, Any]:
     value = os.urandom(p["size"])
     topic, count = p["topic"], p["count"]
     produce_one, poll = producer.produce, producer.poll
+    cpu = _CpuWindow(p.get("broker_pid"))
     started = time.perf_counter()
     deadline = started + PRODUCE_DEADLINE_S
     sent = 0
@@ -69,7 +108,11 @@ def produce(p: dict[str, Any]) -> dict[str, Any]:
             poll(0.001)
     remaining = producer.flush(max(0.0, deadline - time.perf_counter()))
     elapsed = time.perf_counter() - started
-    result: dict[str, Any] = {**_rate(sent - remaining, p["size"], elapsed), "records": sent - remaining}
+    result: dict[str, Any] = {
+        **_rate(sent - remaining, p["size"], elapsed),
+        "records": sent - remaining,
+        **cpu.cores(elapsed),
+    }
     if failures or remaining or sent < count:
         result["error"] = f"{count - sent + remaining} undelivered; {'; '.join(failures)}"
     return result
@@ -85,6 +128,7 @@ def consume(p: dict[str, Any]) -> dict[str, Any]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     created = time.perf_counter()
+    cpu = _CpuWindow(p.get("broker_pid"))
     consumer = Consumer(
         _quiet(
             {
@@ -119,8 +163,7 @@ def consume(p: dict[str, Any]) -> dict[str, Any]:
     error = None
     try:
         while received < count:
-            # One record first, so that its arrival is timed, not the filling of a batch.
-            messages = consumer.consume(10_000 if first_at is not None else 1, 0.5)
+            messages = consumer.consume(10_000, 0.5)
             now = time.perf_counter()
             got = 0
             for message in messages:
@@ -134,17 +177,21 @@ def consume(p: dict[str, Any]) -> dict[str, Any]:
             if got:
                 if first_at is None:
                     first_at, first_batch = now, got
+                    cpu.restart()
                 received += got
                 last_at = idle_since = now
             elif now - idle_since > CONSUME_IDLE_S:
                 error = error or f"nothing received for {CONSUME_IDLE_S:.0f} s"
                 break
+        steady_s = last_at - first_at if first_at is not None and last_at is not None else 0.0
+        cores = cpu.cores(steady_s) if steady_s > 0 else {}
     finally:
         consumer.close()
     result: dict[str, Any] = {"records": received}
-    if first_at is not None and last_at is not None and last_at > first_at:
-        result.update(_rate(received - first_batch, p["size"], last_at - first_at))
+    if first_at is not None and steady_s > 0:
+        result.update(_rate(received - first_batch, p["size"], steady_s))
         result["first_record_s"] = first_at - created
+        result.update(cores)
     if error or received < count:
         result["error"] = error or f"{received}/{count} records"
     return result
