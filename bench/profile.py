@@ -9,6 +9,11 @@ py-spy samples the broker process (idle time left out) while the workload runs a
 stacks to ``bench/results/profile-<workload>.txt`` (load them into speedscope or flamegraph.pl); the
 summary lists the functions with the largest share of samples, by self time and including callees,
 with file:line.
+
+With ``--perf``, Linux ``perf`` samples the broker's CPU time instead (``cpu-clock``, so it works where
+the machine has no hardware counters): kernel and native functions, where py-spy sees Python lines
+only and counts a thread preempted inside a system call as busy. The report, by library and symbol, is
+written to ``bench/results/profile-<workload>-perf.txt``.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,14 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", default="1")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--perf", action="store_true", help="sample CPU time with Linux perf (kernel and native frames)")
     args = parser.parse_args(argv)
-    py_spy = shutil.which("py-spy")
-    if py_spy is None:
-        parser.error("py-spy is not installed (pip install py-spy)")
+    tool = shutil.which("perf" if args.perf else "py-spy")
+    if tool is None:
+        parser.error("perf is not installed (Debian: apt install linux-perf)" if args.perf else "py-spy is not installed (pip install py-spy)")
 
     broker = brokers.start(brokers.SPECS["trafka"])
-    output = RESULTS_DIR / f"profile-{args.workload}.txt"
+    output = RESULTS_DIR / f"profile-{args.workload}{'-perf' if args.perf else ''}.txt"
     output.parent.mkdir(parents=True, exist_ok=True)
+    perf_data = Path(tempfile.mkdtemp(prefix="bench-perf-")) / "perf.data"
     recorder = None
     try:
         topic = "bench-profile"
@@ -79,13 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         common = {"bootstrap": broker.bootstrap, "topic": topic, "size": args.size, "count": args.count}
         if args.workload == "consume":
             run_workload({**common, "workload": "produce", "acks": "1"}, WORKLOAD_TIMEOUT_S)
-        recorder = subprocess.Popen(
-            [py_spy, "record", "--pid", str(broker.pid), "--rate", str(args.rate), "--format", "raw",
-             "--output", str(output), "--nonblocking"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        command = (
+            [tool, "record", "-e", "cpu-clock", "-F", str(args.rate), "-p", str(broker.pid), "-o", str(perf_data)]
+            if args.perf
+            else [tool, "record", "--pid", str(broker.pid), "--rate", str(args.rate), "--format", "raw",
+                  "--output", str(output), "--nonblocking"]
         )
-        time.sleep(1.0)  # py-spy attaches
+        recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # the sampler attaches
         if args.workload == "produce":
             result = run_workload({**common, "workload": "produce", "acks": args.acks}, WORKLOAD_TIMEOUT_S)
         else:
@@ -98,9 +107,30 @@ def main(argv: list[str] | None = None) -> int:
             recorder.wait()
         broker.stop()
     print(f"{args.workload}: {result}")
+    if args.perf:
+        report = perf_report(tool, perf_data, args.top)
+        shutil.rmtree(perf_data.parent, ignore_errors=True)
+        output.write_text(report + "\n")
+        print(f"perf report: {output}\n")
+        print(report)
+        return 0
     print(f"collapsed stacks: {output}\n")
     print(summarize(output, args.top))
     return 0
+
+
+def perf_report(perf: str, data: Path, top: int) -> str:
+    """The broker's CPU samples by library and symbol, largest first."""
+    report = subprocess.run(
+        [perf, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "dso,sym"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = report.splitlines()
+    samples = next((line.lstrip("# ") for line in lines if line.startswith("# Samples")), "")
+    rows = [line.strip() for line in lines if line.strip() and not line.startswith("#") and "%" in line[:10]]
+    return "\n".join([samples, "", *rows[:top]])
 
 
 if __name__ == "__main__":
