@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Union
@@ -89,7 +89,7 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
 
 
 @functools.cache
-def _crc32c():  # type: ignore[no-untyped-def]
+def _crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
     from crc32c import crc32c as compute
 
     return compute
