@@ -1,11 +1,13 @@
 """Run every broker through the same workloads, print a table, write the results.
 
-    python -m bench            # full run (about 10-15 minutes on 2 cores)
+    python -m bench            # full run (about 8 minutes on 2 cores)
     python -m bench --quick    # smaller counts, fewer workloads (under 2 minutes)
     python -m bench --brokers trafka,tansu
 
-Brokers run one after another, each in its own process on loopback, each driven by fresh client
-processes (see ``bench.workloads``). Results go to ``bench/results/<date>-<mode>.json`` (figures plus
+Every broker runs in its own process on loopback, and every workload in fresh client processes (see
+``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
+them in turn, round after round, so that the machine's slow spells fall on all of them alike. What is
+measured on one broker alone (latency, group, partitions, RSS with data) follows, broker by broker. Results go to ``bench/results/<date>-<mode>.json`` (figures plus
 the machine's description) and ``.md`` (the table). Ctrl-C stops everything and removes temp dirs.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from bench import brokers, machine
 from bench.workloads import run_workload
@@ -65,7 +67,7 @@ FULL = Plan(
     scaling_records=500_000,
     rss_written_bytes=2_000_000_000,
     rss_fill_bytes=1_000_000_000,
-    repeats=3,
+    repeats=5,
 )
 
 QUICK = Plan(
@@ -123,89 +125,152 @@ def _headline(result: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def steps_per_broker(plan: Plan, spec: brokers.BrokerSpec) -> int:
+def total_steps(plan: Plan, names: list[str]) -> int:
     matrix = len(plan.records) * len(plan.partitions)
-    steps = plan.start_probes + 1 + matrix * len(plan.acks) + matrix + len(plan.scaling_partitions) + 1
-    if spec.name != "mock":
-        steps += 3 + len(plan.latency_linger_ms)  # kafka-python, latency, group
+    steps = 0
+    for name in names:
+        steps += plan.start_probes + 1 + matrix * len(plan.acks) + matrix + len(plan.scaling_partitions) + 1
+        if name != "mock":
+            steps += 3 + len(plan.latency_linger_ms)  # kafka-python, latency, group
     return steps
 
 
-def bench_broker(spec: brokers.BrokerSpec, plan: Plan, progress: Progress, live: list[brokers.BrokerProcess]) -> dict[str, Any]:
-    results: dict[str, Any] = {"description": spec.description}
-    name = spec.name
+class Subject:
+    """One broker under test: its working process, its results so far, the bytes written to it."""
 
-    ready_times = []
-    for _ in range(plan.start_probes):
-        probe = brokers.start(spec)
-        live.append(probe)
-        ready_times.append(probe.ready_s)
-        probe.stop()
-        live.remove(probe)
-        progress.step(name, "start to ready (probe)", {"ready_s": ready_times[-1]})
+    def __init__(
+        self, spec: brokers.BrokerSpec, plan: Plan, progress: Progress, live: list[brokers.BrokerProcess]
+    ) -> None:
+        self.spec, self.name, self.progress, self.live = spec, spec.name, progress, live
+        self.results: dict[str, Any] = {"description": spec.description}
+        self.written = 0
+        ready_times = []
+        for _ in range(plan.start_probes):
+            probe = self._start()
+            ready_times.append(probe.ready_s)
+            self._stop(probe)
+            progress.step(self.name, "start to ready (probe)", {"ready_s": ready_times[-1]})
+        self.broker = self._start()
+        ready_times.append(self.broker.ready_s)
+        self.results["start_to_ready_s"] = {"runs": ready_times, "median": statistics.median(ready_times)}
+        time.sleep(1.0)
+        self.results["idle_rss_mb"] = self.broker.rss_mb()
+        progress.step(self.name, "idle RSS", {"rss_mb": self.results["idle_rss_mb"]})
 
-    broker = brokers.start(spec)
-    live.append(broker)
-    ready_times.append(broker.ready_s)
-    results["start_to_ready_s"] = {"runs": ready_times, "median": statistics.median(ready_times)}
-    time.sleep(1.0)
-    results["idle_rss_mb"] = broker.rss_mb()
-    progress.step(name, "idle RSS", {"rss_mb": results["idle_rss_mb"]})
-    written = 0
+    def _start(self) -> brokers.BrokerProcess:
+        broker = brokers.start(self.spec)
+        self.live.append(broker)
+        return broker
 
-    def run(what: str, params: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
-        """Run a workload ``repeats`` times; the result is the run with the median rate, plus every rate."""
-        runs = []
-        for _ in range(repeats):
-            result = run_workload(
-                {"bootstrap": broker.bootstrap, "broker_pid": broker.pid, "wraps": spec.wraps, **params},
-                WORKLOAD_TIMEOUT_S,
-            )
-            if not broker.alive():
-                result["error"] = f"broker exited: {broker.log_tail(5)}"
-            runs.append(result)
-        if repeats > 1:
-            runs.sort(key=lambda r: r.get("records_per_s", 0.0))
-            result = {**runs[len(runs) // 2], "runs_records_per_s": [r.get("records_per_s") for r in runs]}
-            result["records"] = sum(r.get("records", 0) for r in runs)
-        progress.step(name, what, result)
+    def _stop(self, broker: brokers.BrokerProcess) -> float | None:
+        stopped = broker.stop()
+        self.live.remove(broker)
+        return stopped
+
+    def run_once(self, params: dict[str, Any]) -> dict[str, Any]:
+        result = run_workload(
+            {"bootstrap": self.broker.bootstrap, "broker_pid": self.broker.pid, "wraps": self.spec.wraps, **params},
+            WORKLOAD_TIMEOUT_S,
+        )
+        if not self.broker.alive():
+            result["error"] = f"broker exited: {self.broker.log_tail(5)}"
         return result
 
-    produce: dict[str, Any] = {}
-    consume: dict[str, Any] = {}
+    def run(self, what: str, params: dict[str, Any]) -> dict[str, Any]:
+        result = self.run_once(params)
+        self.progress.step(self.name, what, result)
+        return result
+
+    def stop(self) -> None:
+        self.results["shutdown_s"] = self._stop(self.broker)
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate, every rate beside it, and the records of all runs."""
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=lambda r: r.get("records_per_s", 0.0))
+    return {
+        **ordered[len(ordered) // 2],
+        "runs_records_per_s": [r.get("records_per_s") for r in runs],
+        "records": sum(r.get("records", 0) for r in runs),
+    }
+
+
+K = TypeVar("K")
+
+
+def in_turns(keys: list[K], repeats: int, run_one: Callable[[K], dict[str, Any]]) -> dict[K, dict[str, Any]]:
+    """Run every key ``repeats`` times, taking turns: each round runs every key once, and the round's
+    first key moves one place each round. A slow spell of the machine (another VM on the host, memory
+    handed back to it, a kernel thread) then falls on every key alike instead of on whichever happened
+    to be running, and the ratios between them hold. Returns each key's median run."""
+    runs: dict[K, list[dict[str, Any]]] = {key: [] for key in keys}
+    for round_ in range(repeats):
+        shift = round_ % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            runs[key].append(run_one(key))
+    return {key: median_run(runs[key]) for key in keys}
+
+
+def side_by_side(subjects: list[Subject], plan: Plan, what: str, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One workload on every broker, in turns. A consumer of a broker that keeps only a window (the
+    mock) spends its time rewinding, and its figure is compared with no target: it runs once, after
+    the rounds."""
+    consuming = params["workload"] == "consume"
+    paired = [s for s in subjects if not (consuming and s.spec.wraps)]
+    cell = in_turns(paired, plan.repeats, lambda subject: subject.run_once(params)) if paired else {}
+    for subject in subjects:
+        if subject not in cell:
+            cell[subject] = subject.run_once(params)
+    for subject, result in cell.items():
+        subject.progress.step(subject.name, what, result)
+    return {subject.name: result for subject, result in cell.items()}
+
+
+def throughput_matrix(subjects: list[Subject], plan: Plan) -> None:
+    """Produce, then consume the same records back, every cell measured side by side."""
+    for subject in subjects:
+        subject.results["produce"], subject.results["consume"] = {}, {}
     for size, count in plan.records:
         for partitions in plan.partitions:
             topic = f"bench-{size}-{partitions}"
-            broker.create_topic(topic, partitions)
+            for subject in subjects:
+                subject.broker.create_topic(topic, partitions)
             for acks in plan.acks:
                 key = f"{size_label(size)} acks={acks} p={partitions}"
-                produce[key] = run(
-                    f"produce {count:,} x {key}",
+                cell = side_by_side(
+                    subjects, plan, f"produce {count:,} x {key}",
                     {"workload": "produce", "topic": topic, "count": count, "size": size, "acks": acks},
-                    plan.repeats,
                 )
-                written += produce[key].get("records", 0) * size
+                for subject in subjects:
+                    subject.results["produce"][key] = cell[subject.name]
+                    subject.written += cell[subject.name].get("records", 0) * size
     for size, count in plan.records:
         for partitions in plan.partitions:
             key = f"{size_label(size)} p={partitions}"
-            consume[key] = run(
-                f"consume {count:,} x {key}",
+            cell = side_by_side(
+                subjects, plan, f"consume {count:,} x {key}",
                 {"workload": "consume", "topic": f"bench-{size}-{partitions}", "count": count, "size": size,
                  "partitions": partitions},
-                plan.repeats,
             )
-    results["produce"], results["consume"] = produce, consume
+            for subject in subjects:
+                subject.results["consume"][key] = cell[subject.name]
 
-    if name != "mock":  # kafka-python cannot bootstrap from the mock cluster
+
+def one_broker_workloads(subject: Subject, plan: Plan) -> None:
+    """What each broker is measured on alone: second client, latency, group, partitions, RSS with data."""
+    results, broker = subject.results, subject.broker
+    if subject.name != "mock":  # kafka-python cannot bootstrap from the mock cluster
         count = plan.kafka_python_records
         broker.create_topic("bench-kafka-python", 1)
-        kp_produce = run(
+        kp_produce = subject.run(
             f"kafka-python produce {count:,} x 100 B",
             {"workload": "kafka_python_produce", "topic": "bench-kafka-python", "count": count, "size": 100,
              "acks": "1"},
         )
-        written += kp_produce.get("records", 0) * 100
-        kp_consume = run(
+        subject.written += kp_produce.get("records", 0) * 100
+        kp_consume = subject.run(
             f"kafka-python consume {count:,} x 100 B",
             {"workload": "kafka_python_consume", "topic": "bench-kafka-python", "count": count, "size": 100,
              "partitions": 1},
@@ -219,56 +284,58 @@ def bench_broker(spec: brokers.BrokerSpec, plan: Plan, progress: Progress, live:
         for linger_ms in plan.latency_linger_ms:
             topic = f"bench-latency-{linger_ms}"
             broker.create_topic(topic, 1)
-            result = run(
+            result = subject.run(
                 f"latency at {plan.latency_mb_per_s:g} MB/s, linger.ms={linger_ms}",
                 {"workload": "latency", "topic": topic, "mb_per_s": plan.latency_mb_per_s, "size": 1024,
                  "seconds": plan.latency_seconds, "acks": "1", "linger_ms": linger_ms},
             )
             results["latency"][f"linger.ms={linger_ms}"] = result
-            written += int(result.get("records", 0)) * 1024
+            subject.written += int(result.get("records", 0)) * 1024
 
         broker.create_topic("bench-group", plan.group_partitions)
-        results["group"] = run(
+        results["group"] = subject.run(
             f"{plan.group_members}-member group to stable",
             {"workload": "group", "topic": "bench-group", "partitions": plan.group_partitions,
              "members": plan.group_members, "group_id": f"bench-group-{int(time.time())}",
              "deadline_s": plan.group_deadline_s},
         )
 
-    scaling: dict[str, Any] = {}
-    for partitions in plan.scaling_partitions:
-        topic = f"bench-scale-{partitions}"
-        create_s = broker.create_topic(topic, partitions)
-        result = run(
-            f"produce {plan.scaling_records:,} x 100 B to {partitions} partitions",
-            {"workload": "produce", "topic": topic, "count": plan.scaling_records, "size": 100, "acks": "1"},
+    create_s = {n: broker.create_topic(f"bench-scale-{n}", n) for n in plan.scaling_partitions}
+    scaling = in_turns(
+        list(plan.scaling_partitions),
+        plan.repeats,
+        lambda n: subject.run_once(
+            {"workload": "produce", "topic": f"bench-scale-{n}", "count": plan.scaling_records, "size": 100,
+             "acks": "1"}
+        ),
+    )
+    for partitions, result in scaling.items():
+        result["create_topic_s"] = create_s[partitions]
+        subject.written += result.get("records", 0) * 100
+        subject.progress.step(
+            subject.name, f"produce {plan.scaling_records:,} x 100 B to {partitions} partitions", result
         )
-        result["create_topic_s"] = create_s
-        scaling[str(partitions)] = result
-        written += result.get("records", 0) * 100
-    results["partitions"] = scaling
+    results["partitions"] = {str(n): result for n, result in scaling.items()}
 
     # The last step only writes: RSS before and after it shows whether memory grows with data, apart
     # from what the workloads above left behind (a thousand partitions' open files, group state).
     broker.create_topic("bench-fill", 1)
     time.sleep(1.0)
-    results["rss_before_fill"] = {"written_mb": written / MB, "rss_mb": broker.rss_mb()}
+    results["rss_before_fill"] = {"written_mb": subject.written / MB, "rss_mb": broker.rss_mb()}
     fill = run_workload(
         {"bootstrap": broker.bootstrap, "workload": "produce", "topic": "bench-fill",
-         "count": max(plan.rss_fill_bytes, plan.rss_written_bytes - written) // 1024, "size": 1024, "acks": "1"},
+         "count": max(plan.rss_fill_bytes, plan.rss_written_bytes - subject.written) // 1024, "size": 1024,
+         "acks": "1"},
         WORKLOAD_TIMEOUT_S,
     )
-    written += fill.get("records", 0) * 1024
+    subject.written += fill.get("records", 0) * 1024
     time.sleep(1.0)
     results["rss_after_writing"] = {
-        "written_mb": written / MB,
+        "written_mb": subject.written / MB,
         "rss_mb": broker.rss_mb(),
         "peak_rss_mb": broker.peak_rss_mb(),
     }
-    progress.step(name, f"RSS after {written / MB:,.0f} MB written", results["rss_after_writing"])
-    results["shutdown_s"] = broker.stop()
-    live.remove(broker)
-    return results
+    subject.progress.step(subject.name, f"RSS after {subject.written / MB:,.0f} MB written", results["rss_after_writing"])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -476,14 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     started_at = datetime.datetime.now(datetime.timezone.utc)
     started = time.perf_counter()
     by_broker: dict[str, dict[str, Any]] = {}
-    progress = Progress(sum(steps_per_broker(plan, brokers.SPECS[n]) for n in names))
+    progress = Progress(total_steps(plan, names))
     try:
         versions = {n: brokers.SPECS[n].version() for n in names}
         page_cache = machine.page_cache_write_speed(tempfile.gettempdir())
         print(f"bench: page-cache writes {page_cache['new_memory_mb_per_s']:,} MB/s on new memory, "
               f"{page_cache['recycled_memory_mb_per_s']:,} MB/s on just-freed memory", file=sys.stderr, flush=True)
-        for name in names:
-            by_broker[name] = {"version": versions[name], **bench_broker(brokers.SPECS[name], plan, progress, live)}
+        subjects = [Subject(brokers.SPECS[name], plan, progress, live) for name in names]
+        throughput_matrix(subjects, plan)
+        for subject in subjects:
+            one_broker_workloads(subject, plan)
+            subject.stop()
+            by_broker[subject.name] = {"version": versions[subject.name], **subject.results}
     except KeyboardInterrupt:
         print("\nbench: interrupted; brokers stopped, temp dirs removed, nothing written", file=sys.stderr)
         return 130
