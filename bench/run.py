@@ -7,8 +7,9 @@
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
 them in turn, round after round, so that the machine's slow spells fall on all of them alike. What is
-measured on one broker alone (latency, group, partitions, RSS with data) follows, broker by broker. Results go to ``bench/results/<date>-<mode>.json`` (figures plus
-the machine's description) and ``.md`` (the table). Ctrl-C stops everything and removes temp dirs.
+measured on one broker alone (latency, group, partitions, RSS with data) follows, broker by broker.
+Results go to ``bench/results/<date>-<mode>.json`` (figures plus the machine's description) and
+``.md`` (the table). Ctrl-C stops everything and removes temp dirs.
 """
 from __future__ import annotations
 
