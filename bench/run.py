@@ -30,6 +30,7 @@ from bench import brokers, machine
 from bench.workloads import run_workload
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RAW_KEY = "1 MiB requests of 1 KB records, acks=1 p=1"
 WORKLOAD_TIMEOUT_S = 400.0
 MB = 1_000_000
 
@@ -48,6 +49,7 @@ class Plan:
     scaling_records: int
     rss_written_bytes: int  # written in all by the end of the run (the last fill tops up to it)
     rss_fill_bytes: int  # written by the last step alone, RSS measured before and after it
+    raw_requests: int  # 1 MiB produce requests per raw (client-free) run
     repeats: int = 1  # throughput runs per workload; the table shows the median
     latency_mb_per_s: float = 20.0
     group_deadline_s: float = 60.0
@@ -68,6 +70,7 @@ FULL = Plan(
     scaling_records=500_000,
     rss_written_bytes=2_000_000_000,
     rss_fill_bytes=1_000_000_000,
+    raw_requests=200,
     repeats=5,
 )
 
@@ -84,6 +87,7 @@ QUICK = Plan(
     scaling_records=100_000,
     rss_written_bytes=200_000_000,
     rss_fill_bytes=100_000_000,
+    raw_requests=30,
     group_deadline_s=10.0,
 )
 
@@ -130,7 +134,7 @@ def total_steps(plan: Plan, names: list[str]) -> int:
     matrix = len(plan.records) * len(plan.partitions)
     steps = 0
     for name in names:
-        steps += plan.start_probes + 1 + matrix * len(plan.acks) + matrix + len(plan.scaling_partitions) + 1
+        steps += plan.start_probes + 1 + matrix * len(plan.acks) + 1 + matrix + len(plan.scaling_partitions) + 1
         if name != "mock":
             steps += 3 + len(plan.latency_linger_ms)  # kafka-python, latency, group
     return steps
@@ -247,6 +251,16 @@ def throughput_matrix(subjects: list[Subject], plan: Plan) -> None:
                 for subject in subjects:
                     subject.results["produce"][key] = cell[subject.name]
                     subject.written += cell[subject.name].get("records", 0) * size
+    # The broker alone: a client that only copies pre-encoded 1 MiB requests to its socket.
+    for subject in subjects:
+        subject.broker.create_topic("bench-raw", 1)
+    cell = side_by_side(
+        subjects, plan, f"raw produce {plan.raw_requests} x 1 MiB requests of 1 KB records",
+        {"workload": "raw_produce", "topic": "bench-raw", "size": 1024, "requests": plan.raw_requests},
+    )
+    for subject in subjects:
+        subject.results["raw_produce"] = {RAW_KEY: cell[subject.name]}
+        subject.written += cell[subject.name].get("records", 0) * 1024
     for size, count in plan.records:
         for partitions in plan.partitions:
             key = f"{size_label(size)} p={partitions}"
@@ -373,6 +387,10 @@ def _rows(plan: Plan) -> list[Row]:
             for acks in plan.acks:
                 key = f"{size_label(size)} acks={acks} p={partitions}"
                 rows.append((f"produce {key} (rec/s)", ("produce", key, "records_per_s"), rate, True))
+    rows.append(
+        ("produce, raw client, 1 MiB requests of 1 KB records (MB/s)", ("raw_produce", RAW_KEY, "mb_per_s"),
+         lambda v: f"{v:,.0f}", True)
+    )
     for size, count in plan.records:
         for partitions in plan.partitions:
             key = f"{size_label(size)} p={partitions}"

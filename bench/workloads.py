@@ -2,7 +2,8 @@
 
     python -m bench.workloads '{"workload": "produce", "bootstrap": "127.0.0.1:9092", ...}'
 
-confluent-kafka (librdkafka) is the load generator; kafka-python gives a second opinion. Every loop is
+confluent-kafka (librdkafka) is the load generator; kafka-python gives a second opinion; ``raw_produce``
+measures the broker alone, with a client that only copies pre-encoded requests to its socket. Every loop is
 bounded by a deadline, so a stalled broker yields a partial figure and an ``error``, never a hang.
 Payloads are random bytes (incompressible; compression is off).
 """
@@ -194,6 +195,90 @@ def consume(p: dict[str, Any]) -> dict[str, Any]:
         result.update(cores)
     if error or received < count:
         result["error"] = error or f"{received}/{count} records"
+    return result
+
+
+def raw_produce(p: dict[str, Any]) -> dict[str, Any]:
+    """The broker alone: one connection sends the same ProduceRequest (acks=1, one batch of about
+    1 MiB of ``size``-byte records to partition 0) ``requests`` times, pipelined, while a thread reads
+    the responses. Encoding happens before the clock starts and the sender only copies bytes to its
+    socket, so what the client costs is close to nothing and the figure is the broker's own capacity
+    for storing large batches. Every response is decoded and must carry no error."""
+    import socket
+    import struct
+
+    from wire.messages import ProduceRequest, ProduceResponse
+    from wire.primitives import Writer
+    from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
+    from wire.records import SimpleRecord, build_batch
+
+    version, size, requests = 7, p["size"], p["requests"]
+    per_batch = max(1, (1 << 20) // (size + 10))
+    batch = build_batch([SimpleRecord(None, os.urandom(size))] * per_batch)
+    request = ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=p["topic"], partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(ProduceRequest.API_KEY, version, 1, "bench-raw"))
+    request.encode_into(writer, version)
+    body = writer.to_bytes()
+    frame = struct.pack(">i", len(body)) + body
+    header_version = response_header_version(ProduceRequest.API_KEY, version)
+
+    host, port = p["bootstrap"].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=PRODUCE_DEADLINE_S)
+    errors: list[str] = []
+    answered = 0
+
+    def read_responses() -> None:
+        nonlocal answered
+        pending = bytearray()
+        while answered < requests:
+            data = sock.recv(1 << 16)
+            if not data:
+                errors.append("the broker closed the connection")
+                return
+            pending += data
+            while len(pending) >= 4:
+                (length,) = struct.unpack_from(">i", pending)
+                if len(pending) < 4 + length:
+                    break
+                response = memoryview(pending)[4 : 4 + length]
+                _, position = decode_response_header(response, header_version)
+                decoded = ProduceResponse.decode(response[position:], version)
+                codes = {part.error_code for topic in decoded.responses for part in topic.partition_responses}
+                if codes != {0} and len(errors) < 5:
+                    errors.append(f"error codes {sorted(codes)}")
+                del response
+                del pending[: 4 + length]
+                answered += 1
+
+    reader = threading.Thread(target=read_responses, daemon=True)
+    cpu = _CpuWindow(p.get("broker_pid"))
+    started = time.perf_counter()
+    reader.start()
+    try:
+        for _ in range(requests):
+            sock.sendall(frame)
+        reader.join(PRODUCE_DEADLINE_S)
+    finally:
+        elapsed = time.perf_counter() - started
+        sock.close()
+    result: dict[str, Any] = {
+        "mb_per_s": answered * len(batch) / elapsed / MB,
+        "records_per_s": answered * per_batch / elapsed,
+        "seconds": elapsed,
+        "records": answered * per_batch,
+        **cpu.cores(elapsed),
+    }
+    if errors or answered < requests:
+        result["error"] = f"{answered}/{requests} answered; {'; '.join(errors)}"
     return result
 
 
@@ -408,6 +493,7 @@ def group(p: dict[str, Any]) -> dict[str, Any]:
 
 WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "produce": produce,
+    "raw_produce": raw_produce,
     "consume": consume,
     "kafka_python_produce": kafka_python_produce,
     "kafka_python_consume": kafka_python_consume,
