@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import signal
 import statistics
 import sys
@@ -295,6 +296,12 @@ def one_broker_workloads(subject: Subject, plan: Plan) -> None:
         # The mock answers a long-poll Fetch only when fetch.wait.max.ms runs out and keeps 5 MB per
         # partition, so at 20 MB/s its consumer falls out of range: no latency figure for it. Its
         # consumer groups never settle with default client settings: no group figure either.
+        # The workloads above leave gigabytes of dirty pages; past the kernel's dirty limit every
+        # write waits for writeback, whoever writes. Write them back first, so that latency measures
+        # the broker, not the leftovers of the steps before it.
+        synced = time.perf_counter()
+        os.sync()
+        results["sync_before_latency_s"] = round(time.perf_counter() - synced, 2)
         results["latency"] = {}
         for linger_ms in plan.latency_linger_ms:
             topic = f"bench-latency-{linger_ms}"
