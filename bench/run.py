@@ -296,7 +296,7 @@ def one_broker_workloads(subject: Subject, plan: Plan) -> None:
         # The mock answers a long-poll Fetch only when fetch.wait.max.ms runs out and keeps 5 MB per
         # partition, so at 20 MB/s its consumer falls out of range: no latency figure for it. Its
         # consumer groups never settle with default client settings: no group figure either.
-        # The workloads above leave gigabytes of dirty pages; past the kernel's dirty limit every
+        # The throughput rounds can leave gigabytes of dirty pages; past the kernel's dirty limit every
         # write waits for writeback, whoever writes. Write them back first, so that latency measures
         # the broker, not the leftovers of the steps before it.
         synced = time.perf_counter()
@@ -357,7 +357,9 @@ def one_broker_workloads(subject: Subject, plan: Plan) -> None:
         "rss_mb": broker.rss_mb(),
         "peak_rss_mb": broker.peak_rss_mb(),
     }
-    subject.progress.step(subject.name, f"RSS after {subject.written / MB:,.0f} MB written", results["rss_after_writing"])
+    subject.progress.step(
+        subject.name, f"RSS after {subject.written / MB:,.0f} MB written", results["rss_after_writing"]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------

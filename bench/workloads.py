@@ -2,9 +2,10 @@
 
     python -m bench.workloads '{"workload": "produce", "bootstrap": "127.0.0.1:9092", ...}'
 
-confluent-kafka (librdkafka) is the load generator; kafka-python gives a second opinion; ``raw_produce``
-measures the broker alone, with a client that only copies pre-encoded requests to its socket. Every loop is
-bounded by a deadline, so a stalled broker yields a partial figure and an ``error``, never a hang.
+confluent-kafka (librdkafka) is the load generator; kafka-python gives a second opinion;
+``raw_produce`` measures the broker alone, with a client that only copies pre-encoded requests to its
+socket. Every loop is bounded by a deadline, so a stalled broker yields a partial figure and an
+``error``, never a hang.
 Payloads are random bytes (incompressible; compression is off).
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ Errors map to Kafka error codes: an unknown codec id is ``UNSUPPORTED_COMPRESSIO
 does not decompress (truncated, garbled, over the limit) is ``CORRUPT_MESSAGE``.
 
 The snappy, lz4 and zstd libraries are imported with the first batch that needs them: many brokers
-never see a compressed batch, and importing the three would add about 9 ms to every start.
+never see a compressed batch, and importing the three would add 6-9 ms to every start.
 """
 from __future__ import annotations
 
