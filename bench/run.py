@@ -1,6 +1,6 @@
 """Run every broker through the same workloads, print a table, write the results.
 
-    python -m bench            # full run (about 8 minutes on 2 cores)
+    python -m bench            # full run (about 6 minutes on 2 cores)
     python -m bench --quick    # smaller counts, fewer workloads (under 2 minutes)
     python -m bench --brokers trafka,tansu
 
