@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from broker.config import BrokerConfig
-from broker.groups.coordinator import GroupCoordinator
 from broker.producer_ids import ProducerIdManager
-from broker.topics import TopicManager
+from broker.topics import OFFSETS_TOPIC, TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
 from storage.topics import TopicCatalog
+
+if TYPE_CHECKING:
+    from broker.groups.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,30 @@ class Broker:
         self.catalog = TopicCatalog(config.data_dir)
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
-        # Consumer groups and their committed offsets (kept in __consumer_offsets).
-        self.groups = GroupCoordinator(self)
+        self._groups: GroupCoordinator | None = None
         self._background: trio.CancelScope | None = None
+        self._background_tasks: trio.Nursery | None = None
 
     @property
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """Consumer groups and their committed offsets (kept in ``__consumer_offsets``).
+
+        The coordinator is loaded at start when ``__consumer_offsets`` exists, and otherwise with the
+        first request that needs it: a broker that only serves producers and assigned consumers never
+        imports the group code, the largest part of the broker's own modules.
+        """
+        if self._groups is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the group coordinator runs with the broker's background tasks")
+            from broker.groups.coordinator import GroupCoordinator
+
+            self._groups = GroupCoordinator(self)
+            self._background_tasks.start_soon(self._groups.run)
+        return self._groups
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -58,11 +78,13 @@ class Broker:
 
     async def run_background(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work, as Kafka's scheduler does it: flushes due by ``flush.ms``, removal of
-        deleted segments once ``file.delete.delay.ms`` has passed, and checkpoints."""
+        deleted segments once ``file.delete.delay.ms`` has passed, and checkpoints. The group
+        coordinator runs here too, once loaded."""
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
-                # The coordinator replays __consumer_offsets, then runs the group timers.
-                await nursery.start(self.groups.run)
+                self._background_tasks = nursery
+                if self.topics.get(OFFSETS_TOPIC) is not None:
+                    self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
                 task_status.started()
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
                 while True:
@@ -75,12 +97,14 @@ class Broker:
 
     def begin_shutdown(self) -> None:
         """Shutdown has begun: answer requests parked on group rebalances now, so connections drain."""
-        self.groups.stop()
+        if self._groups is not None:
+            self._groups.stop()
 
     async def stop(self) -> None:
         if self._background is not None:
             self._background.cancel()
-        self.groups.stop()
+        if self._groups is not None:
+            self._groups.stop()
         self.log_manager.close()
         log.info("logs flushed and checkpointed")
 

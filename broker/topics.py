@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: The group coordinator's topic (see broker.groups.coordinator).
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def validate_topic_name(name: str | None) -> None:

@@ -48,6 +48,7 @@ from broker.groups.records import (
 )
 from broker.groups.state import ClassicGroupState
 from broker.groups.timers import Timers
+from broker.topics import OFFSETS_TOPIC
 from wire.errors import ErrorCode, KafkaError
 from wire.primitives import DecodeError
 from wire.records import build_batch, iter_batches
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
@@ -142,9 +142,10 @@ class GroupCoordinator:
         self.timers = Timers()
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
+        #: __consumer_offsets exists, so it is replayed before the coordinator serves.
+        self._replay_pending = broker.topics.get(OFFSETS_TOPIC) is not None
         #: False until __consumer_offsets has been replayed, and again once the broker stops.
-        self.active = False
-        self.loaded = trio.Event()
+        self.active = not self._replay_pending
 
     # ============================================================================ life-cycle
 
@@ -153,9 +154,10 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
             task_status.started()
-            await self._load()
-            self.active = True
-            self.loaded.set()
+            if self._replay_pending:
+                await self._load()
+                self._replay_pending = False
+                self.active = True
             while True:
                 await trio.sleep(self.retention_check_interval_ms / 1000)
                 self.expire_offsets()

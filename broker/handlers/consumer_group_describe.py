@@ -11,11 +11,15 @@ online upgrade or because a classic consumer joined it. Authorized operations ar
 """
 from __future__ import annotations
 
-from broker.groups.consumer import Assignment
+from typing import TYPE_CHECKING
+
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from wire.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from broker.groups.consumer import Assignment
 
 Described = ConsumerGroupDescribeResponse.DescribedGroup
 Member = ConsumerGroupDescribeResponse.Member

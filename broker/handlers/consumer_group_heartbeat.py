@@ -20,7 +20,6 @@ UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, COORDINATOR_NOT_AVAILABLE whil
 """
 from __future__ import annotations
 
-from broker.groups.consumer_protocol import HeartbeatRequest
 from broker.handlers.join_group import _host
 from broker.handlers.registry import RequestContext, handles
 from wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
@@ -39,7 +38,10 @@ async def handle_consumer_group_heartbeat(
         owned = {}
         for topic in request.topic_partitions:
             owned[topic.topic_id] = owned.get(topic.topic_id, frozenset()) | frozenset(topic.partitions)
-    result = ctx.broker.groups.consumer.heartbeat(
+    protocol = ctx.broker.groups.consumer
+    from broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
+
+    result = protocol.heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,
             member_id=request.member_id,

@@ -9,8 +9,6 @@ Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
 """
 from __future__ import annotations
 
-from broker.groups.classic import ClassicGroup
-from broker.groups.state import ClassicGroupState
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode
 from wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
@@ -26,6 +24,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coordinator = ctx.broker.groups
+    from broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.groups)
+    from broker.groups.state import ClassicGroupState
+
     described = []
     for group_id in request.groups:
         if not coordinator.active:

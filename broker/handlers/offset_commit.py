@@ -24,7 +24,6 @@ adds the leader epoch; v7 group.instance.id; v10 names topics by id (UNKNOWN_TOP
 """
 from __future__ import annotations
 
-from broker.groups.coordinator import CommitRequestOffset
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import OffsetCommitRequest, OffsetCommitResponse
@@ -39,6 +38,9 @@ TOPIC_IDS_MIN_VERSION = 10
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
+    coordinator = broker.groups
+    from broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
+
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
     offsets: list[CommitRequestOffset] = []
     unknown_topics: set[int] = set()
@@ -60,7 +62,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
 
     retention_ms = request.retention_time_ms if 2 <= ctx.api_version <= 4 else -1
     try:
-        results = broker.groups.commit_offsets(
+        results = coordinator.commit_offsets(
             group_id=request.group_id,
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,

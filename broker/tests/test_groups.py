@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from broker.groups.coordinator import OFFSETS_TOPIC, java_string_hash, partition_for
+from broker.groups.coordinator import java_string_hash, partition_for
 from broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -25,6 +25,7 @@ from broker.groups.records import (
     encode_offset_commit_value,
 )
 from broker.tests.conftest import start_broker
+from broker.topics import OFFSETS_TOPIC
 from wire.errors import ErrorCode
 from wire.messages import (
     DeleteGroupsRequest,
@@ -140,6 +141,14 @@ async def test_find_coordinator_names_this_broker_in_every_version(broker, clien
     assert [(c.key, c.error_code, c.port) for c in response.coordinators] == [("a", 0, broker.port), ("b", 0, broker.port)]
     response = await client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]), 6)
     assert response.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+async def test_the_coordinator_loads_with_the_first_group_request(broker, client):
+    await client.request(MetadataRequest(topics=None), 12)
+    assert broker.broker._groups is None  # start-up and plain clients do without the group code
+    first = await client.request(join_request("g-first"), JOIN_VERSION)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED  # served at once, not COORDINATOR_NOT_AVAILABLE
+    assert broker.broker._groups is not None
 
 
 async def test_offsets_topic_is_internal_and_compacted(broker, client):
