@@ -12,7 +12,6 @@ is reserved and appends allocate as they go.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import sys
@@ -27,8 +26,8 @@ def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fallocate = libc.fallocate
+        # The process's own symbols, libc's among them (dlopen(NULL)): no library search at start-up.
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
     except (OSError, AttributeError):
         return None
     fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
