@@ -17,6 +17,11 @@ unclean shutdown every segment from the recovery point on is re-validated batch 
 torn or corrupt tail is truncated. The producer state is rebuilt from its latest snapshot and the
 batches written after it.
 
+A roll does not wait for the disk: as in Kafka, the rolled segment is flushed afterwards, off the
+append path (``due_flush`` opens what needs an fsync, ``SegmentFlush.run`` does it in any thread,
+``complete_flush`` moves the recovery point). ``flush.ms`` is served the same way; only
+``flush.messages`` flushes inside an append.
+
 The log keeps Kafka's offsets: ``log_start_offset`` (first offset still readable),
 ``log_end_offset`` (offset of the next appended record), ``high_watermark`` (set by the broker;
 consumers read below it), ``recovery_point`` (everything below it is flushed to disk) and
@@ -89,6 +94,36 @@ class FetchInfo:
     aborted_transactions: list[AbortedTxn] | None = None
 
 
+class SegmentFlush:
+    """An fsync of part of a log, to run in any thread while the log goes on taking appends.
+
+    Made by :meth:`Log.due_flush`, which opens the files (the ``.log`` and index files from the
+    recovery point up to ``upto``, and the log's directory, for new segments' entries) so that they
+    stay valid whatever the log does meanwhile. ``run`` fsyncs and closes them; then
+    :meth:`Log.complete_flush` moves the recovery point to ``upto``.
+    """
+
+    __slots__ = ("upto", "truncations", "_fds")
+
+    def __init__(self, upto: int, fds: list[int], truncations: int) -> None:
+        self.upto = upto
+        self.truncations = truncations  # the log's truncation count when made: a truncation voids it
+        self._fds = fds
+
+    def run(self) -> None:
+        """fsync every file, then close them (also when one fails: the OSError is raised)."""
+        try:
+            for fd in self._fds:
+                os.fsync(fd)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
 def _now_ms(now_ms: int | None) -> int:
     return time.time_ns() // 1_000_000 if now_ms is None else now_ms
 
@@ -131,6 +166,7 @@ class Log:
         self._deleted_segments: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
+        self._truncations = 0  # see SegmentFlush
         self._read_bound: tuple[int, int, int] | None = None  # (max_offset, segment base, position)
         self._partition_metadata_unsynced = False  # see ``create``
         self._closed = False
@@ -490,10 +526,7 @@ class Log:
     def _after_append(self, record_count: int, now_ms: int) -> None:
         self._unflushed_messages += record_count
         config = self.config
-        if (
-            self._unflushed_messages >= config.flush_interval_messages
-            or now_ms - self._last_flush_ms >= config.flush_interval_ms
-        ):
+        if self._unflushed_messages >= config.flush_interval_messages:
             self.flush(now_ms=now_ms)
         if self._deleted_segments:
             self.remove_deleted_segments(now_ms)
@@ -515,9 +548,9 @@ class Log:
     def roll(self, *, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``base_offset``, when later).
 
-        The old active segment gets its final time index entry, its indexes are trimmed and it
-        is flushed: the recovery point moves to the new segment's base offset. An empty active
-        segment is kept rather than rolled.
+        The old active segment gets its final time index entry and its indexes are trimmed; it is
+        flushed later (``due_flush``), so the append that rolls does not wait for the disk. An empty
+        active segment is kept rather than rolled.
         """
         now = _now_ms(now_ms)
         new_base = max(self._log_end_offset, base_offset or 0)
@@ -538,9 +571,6 @@ class Log:
         self._segments.append(segment)
         self._base_offsets.append(new_base)
         self.producer_state.take_snapshot(new_base)
-        if self.recovery_point < new_base:
-            self._flush_segments(self._segments[self._segment_index(self.recovery_point):-1], now)
-            self.recovery_point = new_base
         active.release_indexes()
         return segment
 
@@ -721,11 +751,46 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now
 
-    def maybe_flush(self, now_ms: int | None = None) -> None:
-        """Flush if ``flush.ms`` has passed since the last flush and there is unflushed data."""
+    def due_flush(self, now_ms: int | None = None) -> SegmentFlush | None:
+        """The flush that is due, to run off the append path; None when there is none.
+
+        Everything up to the log end offset once ``flush.ms`` has passed since the last flush (as
+        Kafka's log flusher does), otherwise the segments that rolls have left unflushed (as Kafka's
+        flush after a roll does). The caller runs it and then passes it to :meth:`complete_flush`,
+        or closes it.
+        """
         now = _now_ms(now_ms)
-        if self.recovery_point < self._log_end_offset and now - self._last_flush_ms >= self.config.flush_interval_ms:
-            self.flush(now_ms=now)
+        if self._closed:
+            return None
+        if now - self._last_flush_ms >= self.config.flush_interval_ms:
+            upto, last = self._log_end_offset, len(self._segments)
+        else:
+            upto, last = self._segments[-1].base_offset, len(self._segments) - 1
+        if self.recovery_point >= upto:
+            return None
+        self._record_leader_epoch()  # before the recovery point passes the batches it covers
+        fds: list[int] = []
+        try:
+            for segment in self._segments[self._segment_index(self.recovery_point):last]:
+                for path in (segment.log_path, segment.offset_index_path, segment.time_index_path):
+                    try:
+                        fds.append(os.open(path, os.O_RDONLY))
+                    except FileNotFoundError:  # an index not created yet
+                        pass
+            fds.append(os.open(self.dir, os.O_RDONLY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return SegmentFlush(upto, fds, self._truncations)
+
+    def complete_flush(self, flush: SegmentFlush, now_ms: int | None = None) -> None:
+        """``flush`` has run: the recovery point moves up to it (unless the log was truncated since)."""
+        if flush.truncations != self._truncations:
+            return
+        if flush.upto > self.recovery_point:
+            self.recovery_point = flush.upto
+        self._last_flush_ms = _now_ms(now_ms)
 
     def _flush_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
         self._record_leader_epoch()  # before the recovery point passes the batches it covers
@@ -841,6 +906,7 @@ class Log:
         self._after_truncation(offset)
 
     def _after_truncation(self, log_end_offset: int) -> None:
+        self._truncations += 1
         self._log_end_offset = log_end_offset
         self.log_start_offset = min(self.log_start_offset, log_end_offset)
         self._high_watermark = min(self._high_watermark, log_end_offset)

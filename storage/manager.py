@@ -48,7 +48,7 @@ from storage.checkpoints import (
     write_offsets_checkpoint,
 )
 from storage.config import LogConfig
-from storage.log import Log, write_partition_metadata
+from storage.log import Log, SegmentFlush, write_partition_metadata
 from storage.topics import new_topic_id, topic_id_to_string
 
 logger = logging.getLogger(__name__)
@@ -281,11 +281,18 @@ class LogManager:
         for log in self._logs.values():
             log.remove_deleted_segments(now)
 
-    def flush_dirty_logs(self, now_ms: int | None = None) -> None:
-        """Flush each log whose ``flush.ms`` has passed since its last flush."""
+    def due_flushes(self, now_ms: int | None = None) -> Iterator[tuple[Log, SegmentFlush]]:
+        """The flushes that are due (see ``Log.due_flush``): segments left by rolls, and logs whose
+        ``flush.ms`` has passed. Each is opened as the iteration reaches it."""
         now = _now_ms(now_ms)
-        for log in self._logs.values():
-            log.maybe_flush(now)
+        for log in list(self._logs.values()):
+            try:
+                flush = log.due_flush(now)
+            except OSError as e:
+                logger.error("cannot flush %s, its recovery point stays: %s", log.dir, e)
+                continue
+            if flush is not None:
+                yield log, flush
 
     # -- checkpoints and shutdown --------------------------------------------------------------------
 

@@ -267,3 +267,17 @@ async def test_acks_zero_failure_closes_the_connection_and_others_are_served(cli
     assert await client.stream.receive_some(100) == b""
     other = await broker.client()
     assert (await other.request(ApiVersionsRequest(), 3)).error_code == ErrorCode.NONE
+
+
+async def test_rolled_segments_are_flushed_after_the_append_that_rolled_them(client: KafkaClient, broker: RunningBroker):
+    await create_topic(client, "rolling", **{"segment.bytes": "200"})
+    for value in (b"a" * 120, b"b" * 120, b"c" * 120):
+        assert (await produce(client, "rolling", build_batch([SimpleRecord(None, value)]))).error_code == ErrorCode.NONE
+    log = broker.broker.topics.get("rolling").partitions[0].log
+    assert [segment.base_offset for segment in log.segments] == [0, 1, 2]
+    # The appends did not wait for the disk: the broker's housekeeping flushes what rolled, in a
+    # worker thread, and the recovery point follows.
+    with trio.fail_after(10):
+        while log.recovery_point < 2:
+            await trio.sleep(0.05)
+    assert log.recovery_point == 2

@@ -339,12 +339,46 @@ def test_flush_policy_moves_the_recovery_point(tmp_path: Path, make_batch) -> No
     log.append(make_batch(3), leader_epoch=0)
     assert log.recovery_point == 6
     log.close()
+    # flush.ms is served off the append path, as Kafka's log flusher does it.
     timed = _log(tmp_path, LogConfig(flush_interval_ms=1000), name="timed-0")
     timed.append(make_batch(3), leader_epoch=0, now_ms=500)
-    assert timed.recovery_point == 0
+    assert timed.due_flush(now_ms=999) is None
     timed.append(make_batch(3), leader_epoch=0, now_ms=1000)
+    assert timed.recovery_point == 0
+    flush = timed.due_flush(now_ms=1000)
+    flush.run()
+    timed.complete_flush(flush, now_ms=1000)
     assert timed.recovery_point == 6
+    assert timed.due_flush(now_ms=1500) is None  # nothing new, and flush.ms has not passed again
     timed.close()
+
+
+def test_a_roll_leaves_the_flush_to_due_flush(tmp_path: Path, make_batch) -> None:
+    log = _log(tmp_path)
+    log.append(make_batch(3), leader_epoch=0)
+    log.roll()
+    log.append(make_batch(2), leader_epoch=0)
+    assert log.recovery_point == 0
+    flush = log.due_flush(now_ms=1)
+    assert flush.upto == 3  # the rolled segment; the active one waits for flush.ms or shutdown
+    flush.run()
+    log.complete_flush(flush)
+    assert log.recovery_point == 3
+    assert log.due_flush(now_ms=2) is None
+    log.close()
+
+
+def test_a_truncation_voids_a_flush_made_before_it(tmp_path: Path, make_batch) -> None:
+    log = _log(tmp_path)
+    log.append(make_batch(3), leader_epoch=0)
+    log.roll()
+    log.append(make_batch(2), leader_epoch=0)
+    flush = log.due_flush(now_ms=1)
+    log.truncate_to(1)
+    flush.run()
+    log.complete_flush(flush)
+    assert log.recovery_point == 0
+    log.close()
 
 
 def test_truncate_to(tmp_path: Path, make_batch) -> None:
