@@ -24,15 +24,21 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content whole."""
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content whole.
+
+    With ``sync=False`` nothing is fsynced: the caller flushes the file and its directory later,
+    off the request path, and a crash before that may leave the file empty or torn.
+    """
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -47,6 +53,12 @@ def write_offsets_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int])
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
     atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def write_offsets_checkpoints(checkpoints: Mapping[Path, Mapping[tuple[str, int], int]]) -> None:
+    """Write several checkpoint files (``LogManager.offsets_checkpoints``); safe in any thread."""
+    for path, offsets in checkpoints.items():
+        write_offsets_checkpoint(path, offsets)
 
 
 def read_offsets_checkpoint(path: Path) -> dict[tuple[str, int], int]:

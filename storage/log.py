@@ -98,8 +98,8 @@ class SegmentFlush:
     """An fsync of part of a log, to run in any thread while the log goes on taking appends.
 
     Made by :meth:`Log.due_flush`, which opens the files (the ``.log`` and index files from the
-    recovery point up to ``upto``, and the log's directory, for new segments' entries) so that they
-    stay valid whatever the log does meanwhile. ``run`` fsyncs and closes them; then
+    recovery point up to ``upto``, the producer snapshots taken when they rolled, and the log's
+    directory, for new files' entries) so that they stay valid whatever the log does meanwhile. ``run`` fsyncs and closes them; then
     :meth:`Log.complete_flush` moves the recovery point to ``upto``.
     """
 
@@ -570,7 +570,9 @@ class Log:
         segment = LogSegment(self.dir, new_base, self.config, now_ms=now, roll_jitter_ms=self._roll_jitter_ms())
         self._segments.append(segment)
         self._base_offsets.append(new_base)
-        self.producer_state.take_snapshot(new_base)
+        # Flushed with the segment it follows (due_flush), as Kafka does since 3.5: a crash before
+        # that leaves at worst a torn snapshot, which loading skips for an older one.
+        self.producer_state.take_snapshot(new_base, sync=False)
         active.release_indexes()
         return segment
 
@@ -771,11 +773,15 @@ class Log:
         self._record_leader_epoch()  # before the recovery point passes the batches it covers
         fds: list[int] = []
         try:
-            for segment in self._segments[self._segment_index(self.recovery_point):last]:
-                for path in (segment.log_path, segment.offset_index_path, segment.time_index_path):
+            first = self._segment_index(self.recovery_point)
+            for i, segment in enumerate(self._segments[first:last], first):
+                paths = [segment.log_path, segment.offset_index_path, segment.time_index_path]
+                if i + 1 < len(self._segments):  # the producer snapshot taken when it rolled
+                    paths.append(files.producer_snapshot_file(self.dir, self._base_offsets[i + 1]))
+                for path in paths:
                     try:
                         fds.append(os.open(path, os.O_RDONLY))
-                    except FileNotFoundError:  # an index not created yet
+                    except FileNotFoundError:  # an index not created yet, a snapshot already deleted
                         pass
             fds.append(os.open(self.dir, os.O_RDONLY))
         except OSError:

@@ -45,7 +45,7 @@ from storage.checkpoints import (
     atomic_write,
     fsync_dir,
     read_offsets_checkpoint,
-    write_offsets_checkpoint,
+    write_offsets_checkpoints,
 )
 from storage.config import LogConfig
 from storage.log import Log, SegmentFlush, write_partition_metadata
@@ -296,19 +296,20 @@ class LogManager:
 
     # -- checkpoints and shutdown --------------------------------------------------------------------
 
-    def checkpoint(self, *, now_ms: int | None = None) -> None:
-        """Write the recovery point, log start offset and high watermark checkpoints atomically."""
+    def offsets_checkpoints(self) -> dict[Path, dict[tuple[str, int], int]]:
+        """Every log's recovery point, log start offset and high watermark as they stand, by checkpoint
+        file, for ``write_offsets_checkpoints`` (which may run in another thread)."""
         self._require_loaded()
         logs = self._logs
-        write_offsets_checkpoint(
-            self.data_dir / RECOVERY_POINT_CHECKPOINT, {key: log.recovery_point for key, log in logs.items()}
-        )
-        write_offsets_checkpoint(
-            self.data_dir / LOG_START_OFFSET_CHECKPOINT, {key: log.log_start_offset for key, log in logs.items()}
-        )
-        write_offsets_checkpoint(
-            self.data_dir / REPLICATION_OFFSET_CHECKPOINT, {key: log.high_watermark for key, log in logs.items()}
-        )
+        return {
+            self.data_dir / RECOVERY_POINT_CHECKPOINT: {key: log.recovery_point for key, log in logs.items()},
+            self.data_dir / LOG_START_OFFSET_CHECKPOINT: {key: log.log_start_offset for key, log in logs.items()},
+            self.data_dir / REPLICATION_OFFSET_CHECKPOINT: {key: log.high_watermark for key, log in logs.items()},
+        }
+
+    def checkpoint(self, *, now_ms: int | None = None) -> None:
+        """Write the recovery point, log start offset and high watermark checkpoints atomically."""
+        write_offsets_checkpoints(self.offsets_checkpoints())
         self.delete_expired_files(now_ms)
 
     def close(self) -> None:

@@ -370,9 +370,10 @@ class ProducerStateManager:
                 continue
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int) -> None:
-        """Write the committed state, which reflects the log up to ``offset`` (exclusive), to disk."""
-        write_snapshot(producer_snapshot_file(self.log_dir, offset), self._producers.values())
+    def take_snapshot(self, offset: int, *, sync: bool = True) -> None:
+        """Write the committed state, which reflects the log up to ``offset`` (exclusive), to disk
+        (``sync=False``: without fsync; the log flushes it with the segments it follows)."""
+        write_snapshot(producer_snapshot_file(self.log_dir, offset), self._producers.values(), sync=sync)
 
     def load(
         self,
@@ -489,7 +490,7 @@ def _end_txn_marker(batch: RecordBatch) -> EndTransactionMarker | None:
     return None
 
 
-def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
+def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
     """Write a producer snapshot file (Kafka's version 1 format), atomically."""
     entries = sorted(entries, key=lambda e: e.producer_id)
     body = bytearray(_SNAPSHOT_HEADER.pack(PRODUCER_SNAPSHOT_VERSION, 0, len(entries)))
@@ -506,7 +507,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
             -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
         )
     struct.pack_into(">I", body, 2, crc32c(memoryview(body)[_CRC_START:]))
-    atomic_write(path, bytes(body))
+    atomic_write(path, bytes(body), sync=sync)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
