@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from storage import files, reserve
+from storage import files
 from storage.config import LogConfig
 from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
 from wire.chunks import FileSlice
@@ -39,9 +39,6 @@ _MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _BATCH_LENGTH = struct.Struct(">i")
 _SCAN_CHUNK = 16 * 1024
 _READ_CHUNK = 1024 * 1024
-# Disk blocks reserved ahead of appends (see storage.reserve): the first reservation, and the cap.
-RESERVE_MIN_BYTES = 1024 * 1024
-RESERVE_MAX_BYTES = 64 * 1024 * 1024
 
 
 class BatchPosition(NamedTuple):
@@ -92,16 +89,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix))
         # Unbuffered, append-only writes; reads go through pread on the descriptor.
         self.file = open(self.log_path, "ab+", buffering=0)
-        stat = os.fstat(self.file.fileno())
-        self.size = stat.st_size
-        if reserve.has_reservation(stat):  # left behind by a stop that did not close the segment
-            reserve.release(self.file.fileno(), self.size)
-        # Blocks reserved ahead of appends end here; each reservation is twice the last, up to
-        # RESERVE_MAX_BYTES and never past segment.bytes, so idle partitions reserve nothing.
-        self.max_size = config.segment_bytes
-        self._reserved_end = self.size
-        self._reserve_bytes = RESERVE_MIN_BYTES
-        self._can_reserve = True
+        self.size = os.fstat(self.file.fileno()).st_size
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._max_timestamp_and_offset: tuple[int, int] | None = None
@@ -235,8 +223,6 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(batch.max_timestamp for batch in batches)
-        if position + len(data) > self._reserved_end and self._can_reserve:
-            self._reserve_ahead(position + len(data))
         _write_all(self.file.fileno(), data)
         self.size += len(data)
         max_timestamp, offset_of_max_timestamp = self.max_timestamp_and_offset
@@ -254,20 +240,6 @@ class LogSegment:
             position += batch.size
         self._max_timestamp_and_offset = (max_timestamp, offset_of_max_timestamp)
 
-    def _reserve_ahead(self, end: int) -> None:
-        start = max(self._reserved_end, self.size)
-        target = min(end + self._reserve_bytes, max(end, self.max_size))
-        self._can_reserve = reserve.reserve(self.file.fileno(), start, target - start)
-        if self._can_reserve:
-            self._reserved_end = target
-            self._reserve_bytes = min(2 * self._reserve_bytes, RESERVE_MAX_BYTES)
-
-    def release_reservation(self) -> None:
-        """Give back blocks reserved past the end: the segment takes no more appends (or is closing)."""
-        if self._reserved_end > self.size:
-            reserve.release(self.file.fileno(), self.size)
-        self._reserved_end = self.size
-
     def flush(self) -> None:
         os.fsync(self.file.fileno())
         if self._offset_index is not None:
@@ -281,7 +253,6 @@ class LogSegment:
         self.time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        self.release_reservation()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -496,7 +467,7 @@ class LogSegment:
             return 0
         removed = self.size - batch.position
         os.ftruncate(self.file.fileno(), batch.position)
-        self.size = self._reserved_end = batch.position
+        self.size = batch.position
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
         self._max_timestamp_and_offset = self._read_max_timestamp_and_offset()
@@ -538,7 +509,6 @@ class LogSegment:
         if self._time_index is not None and self.max_timestamp != NO_TIMESTAMP:
             self._time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.release_indexes()
-        self.release_reservation()
         self.file.close()
 
     def close_handles(self) -> None:
