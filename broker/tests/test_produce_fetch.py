@@ -6,6 +6,7 @@ import struct
 
 import trio
 
+from broker.connection import SENDFILE_MIN
 from broker.tests.conftest import KafkaClient, RunningBroker
 from wire.errors import ErrorCode
 from wire.messages import (
@@ -254,6 +255,19 @@ async def test_records_on_disk_are_the_produced_bytes(client: KafkaClient, broke
     assert fetched[8:12] == batch[8:12]
     assert fetched[16:] == batch[16:]
     assert RecordBatch(fetched).is_valid()
+
+
+async def test_small_and_large_record_slices_reach_the_client_whole(client: KafkaClient):
+    # Slices under SENDFILE_MIN are read and sent with the response; larger ones go by sendfile.
+    await create_topic(client, "sizes")
+    small = build_batch([SimpleRecord(None, b"s" * 100)])
+    large = build_batch([SimpleRecord(None, bytes([i % 251]) * 1000) for i in range(64)])
+    assert len(small) < SENDFILE_MIN <= len(large)
+    await produce(client, "sizes", small)
+    assert values((await fetch(client, "sizes", 0)).records) == [(0, b"s" * 100)]
+    await produce(client, "sizes", large)
+    assert values((await fetch(client, "sizes", 1)).records) == [(1 + i, bytes([i % 251]) * 1000) for i in range(64)]
+    assert len(values((await fetch(client, "sizes", 0)).records)) == 65
 
 
 async def test_acks_zero_failure_closes_the_connection_and_others_are_served(client: KafkaClient, broker: RunningBroker):
