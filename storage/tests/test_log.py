@@ -353,11 +353,17 @@ def test_flush_policy_moves_the_recovery_point(tmp_path: Path, make_batch) -> No
     timed.close()
 
 
-def test_a_roll_leaves_the_flush_to_due_flush(tmp_path: Path, make_batch) -> None:
+def _rolled_once(tmp_path: Path, make_batch) -> Log:
+    """Offsets 0-2 in a rolled segment, 3-4 in the active one, nothing flushed."""
     log = _log(tmp_path)
     log.append(make_batch(3), leader_epoch=0)
     log.roll()
     log.append(make_batch(2), leader_epoch=0)
+    return log
+
+
+def test_a_roll_leaves_the_flush_to_due_flush(tmp_path: Path, make_batch) -> None:
+    log = _rolled_once(tmp_path, make_batch)
     assert log.recovery_point == 0
     flush = log.due_flush(now_ms=1)
     assert flush.upto == 3  # the rolled segment; the active one waits for flush.ms or shutdown
@@ -369,10 +375,7 @@ def test_a_roll_leaves_the_flush_to_due_flush(tmp_path: Path, make_batch) -> Non
 
 
 def test_a_truncation_voids_a_flush_made_before_it(tmp_path: Path, make_batch) -> None:
-    log = _log(tmp_path)
-    log.append(make_batch(3), leader_epoch=0)
-    log.roll()
-    log.append(make_batch(2), leader_epoch=0)
+    log = _rolled_once(tmp_path, make_batch)
     flush = log.due_flush(now_ms=1)
     log.truncate_to(1)
     flush.run()
