@@ -99,8 +99,9 @@ class SegmentFlush:
 
     Made by :meth:`Log.due_flush`, which opens the files (the ``.log`` and index files from the
     recovery point up to ``upto``, the producer snapshots taken when they rolled, and the log's
-    directory, for new files' entries) so that they stay valid whatever the log does meanwhile. ``run`` fsyncs and closes them; then
-    :meth:`Log.complete_flush` moves the recovery point to ``upto``.
+    directory, for new files' entries) so that they stay valid whatever the log does meanwhile.
+    ``run`` fsyncs and closes them; then :meth:`Log.complete_flush` moves the recovery point to
+    ``upto``.
     """
 
     __slots__ = ("upto", "truncations", "_fds")
