@@ -203,6 +203,21 @@ def test_delete_logs(tmp_path: Path, make_batch) -> None:
     manager.close()
 
 
+def test_a_flush_in_flight_outlives_the_deletion_of_its_log(tmp_path: Path, make_batch) -> None:
+    manager = _manager(tmp_path)
+    log = manager.create_log("t", 0, CONFIG, uuid.uuid4())
+    while len(log.segments) < 2:
+        log.append(make_batch(2), leader_epoch=0)
+    [(due_log, flush)] = list(manager.due_flushes())
+    assert due_log is log and flush.upto == log.segments[-1].base_offset
+    manager.delete_logs("t")
+    manager.delete_expired_files(now_ms=2**62)  # the log's files are closed and removed
+    flush.run()  # on the descriptors it opened itself
+    log.complete_flush(flush)
+    assert list(manager.due_flushes()) == []
+    manager.close()
+
+
 def test_leftover_delete_dirs_and_stray_dirs_on_load(tmp_path: Path) -> None:
     (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete").mkdir()
     (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete" / "00000000000000000000.log").write_bytes(b"")
