@@ -105,10 +105,10 @@ class Broker:
                 await trio.to_thread.run_sync(flush.run)
             except OSError as exc:
                 log.error("flush of %s failed, its recovery point stays: %s", storage_log.dir, exc)
-                continue
+            else:
+                storage_log.complete_flush(flush)
             finally:
                 flush.close()
-            storage_log.complete_flush(flush)
 
     async def _write_checkpoints(self) -> None:
         """The offsets checkpoints, written in a worker thread: an fsync waits behind whatever the

@@ -94,6 +94,7 @@ def _crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
 
     return compute
 
+
 Buffer = Union[bytes, bytearray, memoryview]
 
 MAGIC = 2
