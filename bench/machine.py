@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 import sys
 import tempfile
 import time
@@ -32,6 +33,32 @@ def _memory_gb() -> float | None:
     except OSError:
         pass
     return None
+
+
+DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def memory_reclaim() -> list[str]:
+    """The DAMON schemes running on this machine, one line each: a host that overcommits its virtual
+    machines' memory can run one that pages out whatever has stayed idle for a while, page cache
+    included. It then stalls every process now and then while it works through a broker's old data."""
+    schemes = []
+    for context in DAMON_ADMIN.glob("*/contexts/*"):
+        try:
+            if (context.parent.parent / "state").read_text().strip() != "on":
+                continue
+            aggregation_s = int((context / "monitoring_attrs/intervals/aggr_us").read_text()) / 1e6
+            for scheme in sorted(context.glob("schemes/[0-9]*")):
+                action = (scheme / "action").read_text().strip()
+                idle_s = int((scheme / "access_pattern/age/min").read_text()) * aggregation_s
+                quota_mb = int((scheme / "quotas/bytes").read_text()) / MB
+                per_s = int((scheme / "quotas/reset_interval_ms").read_text()) / 1000
+                schemes.append(
+                    f"DAMON {action} of memory idle for {idle_s:g} s or more, up to {quota_mb:,.0f} MB per {per_s:g} s"
+                )
+        except (OSError, ValueError):
+            continue
+    return schemes
 
 
 def page_cache_write_speed(directory: str, size: int = 256 << 20) -> dict[str, float]:
@@ -73,6 +100,7 @@ def describe(broker_versions: dict[str, str]) -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count(),
         "memory_gb": _memory_gb(),
+        "memory_reclaim": memory_reclaim(),
         "os": f"{platform.system()} {platform.release()}",
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
