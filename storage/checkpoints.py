@@ -38,11 +38,12 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync:
-        fsync_dir(path.parent)
+        fsync_path(path.parent)
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory by its path."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import files
-from storage.checkpoints import atomic_write, fsync_dir
+from storage.checkpoints import atomic_write, fsync_path
 from storage.config import LogConfig
 from storage.index import AbortedTxn, CorruptIndexError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
@@ -169,7 +169,6 @@ class Log:
         self._last_flush_ms = now_ms
         self._truncations = 0  # see SegmentFlush
         self._read_bound: tuple[int, int, int] | None = None  # (max_offset, segment base, position)
-        self._partition_metadata_unsynced = False  # see ``create``
         self._closed = False
 
     def __repr__(self) -> str:
@@ -196,10 +195,8 @@ class Log:
         written to). A directory that already exists is loaded as it is instead.
 
         With ``sync`` the log is durable on return: ``partition.metadata``, the directory and its
-        parent are fsynced. Without it the caller fsyncs the new directory and its parent, so
-        that one fsync of the parent covers many new logs (``LogManager.create_logs``), and, as
-        in Kafka, ``partition.metadata`` is fsynced before the first append (or at close): no
-        data reaches the disk before the topic id it belongs to.
+        parent are fsynced. Without it the caller fsyncs them before the first append, so that
+        one fsync of the parent covers many new logs (``LogCreation``).
         """
         files.parse_partition_dir_name(directory.name)  # a ValueError for a directory that is no log
         try:
@@ -228,27 +225,12 @@ class Log:
             )
         else:
             log = cls.open(directory, config, had_clean_shutdown=True, now_ms=now_ms)
-        log._partition_metadata_unsynced = topic_id is not None
         if sync:
-            log._sync_partition_metadata()
-            fsync_dir(directory)
-            fsync_dir(directory.parent)
+            if topic_id is not None:
+                fsync_path(directory / files.PARTITION_METADATA_FILE)
+            fsync_path(directory)
+            fsync_path(directory.parent)
         return log
-
-    def _sync_partition_metadata(self) -> None:
-        if not self._partition_metadata_unsynced:
-            return
-        try:
-            fd = os.open(self.dir / files.PARTITION_METADATA_FILE, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise KafkaError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"fsync of {self.dir / files.PARTITION_METADATA_FILE} failed: {e}"
-            ) from e
-        self._partition_metadata_unsynced = False
 
     @classmethod
     def open(
@@ -502,7 +484,6 @@ class Log:
     def _write(
         self, data: bytearray | memoryview | bytes, batches: list[AppendedBatch], now_ms: int, *, first_offset: int | None = None
     ) -> None:
-        self._sync_partition_metadata()
         segment = self._maybe_roll(
             len(data),
             max_timestamp=max(batch.max_timestamp for batch in batches),
@@ -937,10 +918,6 @@ class Log:
             return
         self._closed = True
         try:
-            self._sync_partition_metadata()
-        except KafkaError as e:
-            logger.warning("%s: %s", self.dir, e.message)
-        try:
             self._record_leader_epoch()
         except OSError as e:
             logger.warning("%s: could not write the leader epoch checkpoint: %s", self.dir, e)
@@ -973,7 +950,7 @@ def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id in ``partition.metadata``; None when the file is absent or empty (as a crash
-    can leave the file of a new log before its first append, see ``Log.create``)."""
+    can leave the file of a log being created, see ``Log.create``)."""
     path = directory / files.PARTITION_METADATA_FILE
     try:
         text = path.read_text(encoding="ascii")

@@ -19,7 +19,9 @@ is removed as soon as loading starts, so a crash at any later point counts as un
 and writes the marker.
 
 ``create_logs`` creates the logs of many partitions at once (a new topic's) and then makes them
-durable together, with one fsync of each new directory and one of the data directory.
+durable together, with one fsync of the data directory for all of them; ``prepare_logs``,
+``LogCreation.run`` and ``add_created`` are the same in three steps, the file work in a thread of
+the caller's choosing.
 
 Files of deleted partitions and segments may still be referenced by reads in flight (file slices
 waiting to be sent), so their descriptors stay open for ``file.delete.delay.ms``;
@@ -43,7 +45,7 @@ from storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
-    fsync_dir,
+    fsync_path,
     read_offsets_checkpoint,
     write_offsets_checkpoints,
 )
@@ -61,6 +63,53 @@ META_PROPERTIES_VERSION = 1
 
 def _now_ms(now_ms: int | None) -> int:
     return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+
+
+class LogCreation:
+    """The files of new, empty logs, created and made durable by ``run`` in any thread; it touches
+    no state of the manager that prepared it (see ``LogManager.prepare_logs``).
+
+    Each log gets its directory, ``partition.metadata`` (its topic id) and the ``.log`` file of its
+    first segment. Then all of them become durable together: each ``partition.metadata`` and each new
+    directory is fsynced, then the data directory once, so that no data is ever appended to a log
+    whose topic id or directory a crash could lose.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        specs: list[tuple[str, int, LogConfig, uuid.UUID]],
+        new: Mapping[tuple[str, int], tuple[LogConfig, uuid.UUID]],
+        now_ms: int,
+    ) -> None:
+        self.data_dir = data_dir
+        self.specs = specs
+        self._new = dict(new)
+        self._now_ms = now_ms
+        self.created: dict[tuple[str, int], Log] = {}
+        self.done = False
+
+    def run(self) -> None:
+        """Create and sync the new logs; on failure close the ones created and re-raise (their
+        directories stay, and a later creation loads them)."""
+        try:
+            for (topic, partition), (config, topic_id) in self._new.items():
+                directory = self.data_dir / files.partition_dir_name(topic, partition)
+                self.created[(topic, partition)] = Log.create(
+                    directory, config, topic_id=topic_id, now_ms=self._now_ms, sync=False
+                )
+            for log in self.created.values():
+                if log.topic_id is not None:
+                    fsync_path(log.dir / files.PARTITION_METADATA_FILE)
+                fsync_path(log.dir)
+            if self.created:
+                fsync_path(self.data_dir)
+        except BaseException:
+            for log in self.created.values():
+                log.close()
+            self.created.clear()
+            raise
+        self.done = True
 
 
 class LogManager:
@@ -102,7 +151,7 @@ class LogManager:
         had_clean_shutdown = marker.exists()
         if had_clean_shutdown:
             marker.unlink()
-            fsync_dir(self.data_dir)
+            fsync_path(self.data_dir)
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
@@ -205,16 +254,25 @@ class LogManager:
         """The log of each ``(topic, partition, config, topic_id)``, in order, created (empty) unless
         it already exists; an existing log gets the config, and the topic id if it had none.
 
-        New logs are made durable together once all their files exist: each new directory is
-        fsynced, then the data directory once. A new log's ``partition.metadata`` is fsynced
-        before its first append (see ``Log.create``). Raises ``ValueError``, before creating
-        anything, for a log that belongs to another topic id or a directory name that is too
-        long.
+        New logs are durable on return (see ``LogCreation``). Raises ``ValueError``, before
+        creating anything, for a log that belongs to another topic id or a directory name that is
+        too long.
         """
+        creation = self.prepare_logs(specs, now_ms=now_ms)
+        creation.run()
+        return self.add_created(creation)
+
+    def prepare_logs(
+        self, specs: Iterable[tuple[str, int, LogConfig, uuid.UUID]], *, now_ms: int | None = None
+    ) -> LogCreation:
+        """``create_logs`` in three steps, so that the file work can leave the caller's thread:
+        check the specs here, ``run`` the returned creation in any thread, then pass it to
+        ``add_created`` here. The caller keeps creations of the same partitions from overlapping."""
         self._require_loaded()
         specs = list(specs)
         topic_ids: dict[tuple[str, int], uuid.UUID] = {}
-        for topic, partition, _, topic_id in specs:
+        new: dict[tuple[str, int], tuple[LogConfig, uuid.UUID]] = {}
+        for topic, partition, config, topic_id in specs:
             existing = self._logs.get((topic, partition))
             known = topic_ids.get((topic, partition), existing.topic_id if existing is not None else None)
             if known is not None and known != topic_id:
@@ -223,29 +281,31 @@ class LogManager:
             name = files.partition_dir_name(topic, partition)
             if len(name.encode("utf-8")) > files.MAX_FILE_NAME_LENGTH:
                 raise ValueError(f"partition directory name {name!r} is too long")
-        now = _now_ms(now_ms)
+            if existing is None:
+                new.setdefault((topic, partition), (config, topic_id))
+        return LogCreation(self.data_dir, specs, new, _now_ms(now_ms))
+
+    def add_created(self, creation: LogCreation) -> list[Log]:
+        """The log of each of ``creation``'s specs, in order, after ``creation.run()``: the new ones
+        join this manager; an existing one gets the spec's config, and its topic id if it had none."""
+        if not creation.done:
+            raise RuntimeError("LogCreation.run() has not completed")
         logs: list[Log] = []
-        created: list[Log] = []
-        try:
-            for topic, partition, config, topic_id in specs:
-                log = self._logs.get((topic, partition))
-                if log is None:
-                    directory = self.data_dir / files.partition_dir_name(topic, partition)
-                    log = Log.create(directory, config, topic_id=topic_id, now_ms=now, sync=False)
-                    self._logs[(topic, partition)] = log
-                    created.append(log)
-                else:
-                    if log.topic_id is None:
-                        write_partition_metadata(log.dir, topic_id)
-                        log.topic_id = topic_id
-                    log.update_config(config)
-                logs.append(log)
-        finally:
-            # Whatever was created is durable before anything is appended to it.
-            if created:
-                for log in created:
-                    fsync_dir(log.dir)
-                fsync_dir(self.data_dir)
+        for topic, partition, config, topic_id in creation.specs:
+            key = (topic, partition)
+            log = creation.created.pop(key, None)
+            if log is not None:
+                if key in self._logs:
+                    log.close()
+                    raise RuntimeError(f"log {topic}-{partition} was created twice at once")
+                self._logs[key] = log
+            else:
+                log = self._logs[key]
+                if log.topic_id is None:
+                    write_partition_metadata(log.dir, topic_id)
+                    log.topic_id = topic_id
+                log.update_config(config)
+            logs.append(log)
         return logs
 
     def delete_logs(self, topic: str, *, now_ms: int | None = None) -> list[tuple[str, int]]:
@@ -257,7 +317,7 @@ class LogManager:
             log = self._logs.pop(key)
             target = self.data_dir / files.delete_dir_name(*key)
             os.replace(log.dir, target)
-            fsync_dir(self.data_dir)
+            fsync_path(self.data_dir)
             log.dir = target
             shutil.rmtree(target, ignore_errors=True)
             self._closing_logs.append((now + log.config.file_delete_delay_ms, log))

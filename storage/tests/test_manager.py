@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -272,9 +273,43 @@ def test_create_logs(tmp_path: Path, make_batch) -> None:
     manager.close()
 
 
+def test_a_creation_runs_in_another_thread_and_joins_the_manager_after(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+    existing = manager.create_log("t", 0, CONFIG, topic_id)
+    creation = manager.prepare_logs([("t", p, CONFIG, topic_id) for p in range(3)])
+    with pytest.raises(RuntimeError, match="not completed"):
+        manager.add_created(creation)
+    worker = threading.Thread(target=creation.run)
+    worker.start()
+    worker.join()
+    assert (tmp_path / "t-2").is_dir() and manager.get_log("t", 2) is None
+    logs = manager.add_created(creation)
+    assert logs[0] is existing
+    assert [manager.get_log("t", p) for p in range(3)] == logs
+    manager.close()
+
+
+def test_a_failed_creation_adds_nothing_and_a_later_one_loads_its_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+    creation = manager.prepare_logs([("t", p, CONFIG, topic_id) for p in range(2)])
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "Input/output error")))
+        with pytest.raises(OSError):
+            creation.run()
+    assert creation.created == {} and not creation.done
+    assert manager.get_log("t", 0) is None
+    logs = manager.create_logs([("t", p, CONFIG, topic_id) for p in range(2)])
+    assert [log.topic_id for log in logs] == [topic_id, topic_id]
+    manager.close()
+
+
 def test_new_logs_are_made_durable_together(tmp_path: Path, make_batch, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each new directory and the data directory are fsynced once; ``partition.metadata`` is
-    fsynced before the log's first append, as Kafka does."""
+    """Each ``partition.metadata`` and new directory is fsynced once, then the data directory;
+    appending fsyncs none of them again."""
     manager = _manager(tmp_path)
     synced: list[str] = []
     real_fsync = os.fsync
@@ -285,15 +320,15 @@ def test_new_logs_are_made_durable_together(tmp_path: Path, make_batch, monkeypa
 
     monkeypatch.setattr(os, "fsync", fsync)
     logs = manager.create_logs([("t", p, CONFIG, uuid.uuid4()) for p in range(3)])
-    assert synced == ["t-0", "t-1", "t-2", "."]
+    assert synced == [
+        "t-0/partition.metadata", "t-0", "t-1/partition.metadata", "t-1", "t-2/partition.metadata", "t-2", "."
+    ]
     synced.clear()
     logs[1].append(make_batch(1), leader_epoch=0)
     logs[1].append(make_batch(1), leader_epoch=0)
-    assert synced[0] == "t-1/partition.metadata"
-    assert synced.count("t-1/partition.metadata") == 1
-    synced.clear()
+    assert synced == []
     manager.create_log("t", 3, CONFIG, uuid.uuid4())
-    assert synced == ["t-3", "."]
+    assert synced == ["t-3/partition.metadata", "t-3", "."]
     monkeypatch.undo()
     manager.close()
 
