@@ -72,6 +72,13 @@ class Broker:
             self._background_tasks.start_soon(self._groups.run)
         return self._groups
 
+    async def group_coordinator(self) -> GroupCoordinator:
+        """``groups`` with ``__consumer_offsets`` in place: a group request that stores something
+        creates the topic when no FindCoordinator did before it."""
+        coordinator = self.groups
+        await coordinator.ensure_offsets_topic()
+        return coordinator
+
     async def start(self) -> None:
         started = time.monotonic()
         self.topics.load()

@@ -4,6 +4,10 @@ Topic names follow Kafka's rules (1-249 characters from ``[a-zA-Z0-9._-]``, not 
 not colliding with an existing topic once ``.`` and ``_`` are treated alike). Each topic has a UUID
 topic id, a partition count and its own configs over the broker's defaults, all kept in the storage
 catalog so they survive restarts. This broker is the only one, so it leads every partition.
+
+Creating, growing and deleting topics are serialized, one change at a time. The files of new
+partitions are created and synced in a worker thread (a thousand partitions take about a second on
+a small VM), so that no other client waits for them; the topic appears once they are durable.
 """
 from __future__ import annotations
 
@@ -13,9 +17,12 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+import trio
+
 from broker.config import BrokerConfig
 from broker.partition import Partition
 from storage.config import LogConfig
+from storage.log import Log as StorageLog
 from storage.manager import LogManager
 from storage.topics import TopicCatalog, TopicRecord, new_topic_id
 from wire.errors import ErrorCode, KafkaError
@@ -71,6 +78,7 @@ class TopicManager:
         self.catalog = catalog
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._changes = trio.Lock()  # held by create, create_partitions and delete
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -115,18 +123,37 @@ class TopicManager:
             log.warning("deleting the logs of %s, a topic deleted before the last stop", orphan)
             self.log_manager.delete_logs(orphan)
         for topic in topics:
-            self._open_partitions(topic, self.catalog.topics[topic.name].partitions)
+            count = self.catalog.topics[topic.name].partitions
+            self._attach(topic, self.log_manager.create_logs(self._log_specs(topic, count)))
             self._add(topic)
         log.info("loaded %d topics", len(self._topics))
 
-    def _open_partitions(self, topic: Topic, count: int) -> None:
+    async def _open_partitions(self, topic: Topic, count: int) -> None:
         """Grow ``topic`` to ``count`` partitions over their logs. Missing logs are created, and made
-        durable, together; existing ones get the topic's config (and its id, if theirs was lost)."""
-        first = len(topic.partitions)
-        logs = self.log_manager.create_logs(
-            [(topic.name, index, topic.log_config, topic.topic_id) for index in range(first, count)]
-        )
-        for index, storage_log in enumerate(logs, start=first):
+        durable, together in a worker thread; existing ones get the topic's config (and its id, if
+        theirs was lost). Not cancellable: a client that leaves does not leave half a topic."""
+        log_config = topic.log_config
+        creation = self.log_manager.prepare_logs(self._log_specs(topic, count))
+        with trio.CancelScope(shield=True):
+            try:
+                await trio.to_thread.run_sync(creation.run)
+            except OSError as exc:
+                log.error("creating the logs of %s failed: %s", topic.name, exc)
+                raise KafkaError(
+                    ErrorCode.KAFKA_STORAGE_ERROR, f"Creating the logs of {topic.name} failed: {exc}"
+                ) from exc
+        logs = self.log_manager.add_created(creation)
+        if topic.log_config is not log_config:  # altered meanwhile
+            for storage_log in logs:
+                storage_log.update_config(topic.log_config)
+        self._attach(topic, logs)
+
+    @staticmethod
+    def _log_specs(topic: Topic, count: int) -> list[tuple[str, int, LogConfig, uuid.UUID]]:
+        return [(topic.name, index, topic.log_config, topic.topic_id) for index in range(len(topic.partitions), count)]
+
+    def _attach(self, topic: Topic, logs: list[StorageLog]) -> None:
+        for index, storage_log in enumerate(logs, start=len(topic.partitions)):
             topic.partitions.append(Partition(topic.name, topic.topic_id, index, storage_log, self.config.node_id))
 
     def _add(self, topic: Topic) -> None:
@@ -135,7 +162,7 @@ class TopicManager:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def create(
+    async def create(
         self,
         name: str,
         num_partitions: int = -1,
@@ -145,6 +172,17 @@ class TopicManager:
         validate_only: bool = False,
     ) -> Topic:
         """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message."""
+        async with self._changes:
+            return await self._create(name, num_partitions, replication_factor, configs, validate_only)
+
+    async def _create(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> Topic:
         validate_topic_name(name)
         if name in self._topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -179,18 +217,25 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
-        self._open_partitions(topic, num_partitions)
+        await self._open_partitions(topic, num_partitions)
         self._add(topic)
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         return topic
 
-    def auto_create(self, name: str) -> Topic:
-        """Create ``name`` with the defaults when auto.create.topics.enable allows it."""
+    async def auto_create(self, name: str) -> Topic:
+        """Create ``name`` with the defaults when auto.create.topics.enable allows it (or return it,
+        created by another request meanwhile)."""
         if not self.config.auto_create_topics_enable:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        return self.create(name)
+        async with self._changes:
+            topic = self._topics.get(name)
+            return topic if topic is not None else await self._create(name)
 
-    def delete(self, name: str) -> Topic:
+    async def delete(self, name: str) -> Topic:
+        async with self._changes:
+            return self._delete(name)
+
+    def _delete(self, name: str) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -203,7 +248,11 @@ class TopicManager:
         log.info("deleted topic %s", name)
         return topic
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        async with self._changes:
+            return await self._create_partitions(name, count, validate_only)
+
+    async def _create_partitions(self, name: str, count: int, validate_only: bool) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -218,7 +267,7 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count)
-        self._open_partitions(topic, count)
+        await self._open_partitions(topic, count)
         log.info("topic %s now has %d partitions", name, count)
         return topic
 

@@ -178,24 +178,30 @@ class GroupCoordinator:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def _offsets_partition(self, group_id: str) -> Partition:
-        topics = self.broker.topics
-        topic = topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            started = time.monotonic()
-            topic = topics.create(
-                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
-            )
-            log.info(
-                "created %s with %d partitions in %.3f s",
-                OFFSETS_TOPIC, len(topic.partitions), time.monotonic() - started,
-            )
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is None:  # FindCoordinator creates it: the client asks again
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet.")
         index = partition_for(group_id, len(topic.partitions))
         return topic.partitions[index]
 
-    def ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet (FindCoordinator does this, as in Kafka)."""
-        if self.broker.topics.get(OFFSETS_TOPIC) is None:
-            self._offsets_partition("")
+        topics = self.broker.topics
+        if topics.get(OFFSETS_TOPIC) is not None:
+            return
+        started = time.monotonic()
+        try:
+            topic = await topics.create(
+                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
+            )
+        except KafkaError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # created by another request meanwhile
+                return
+            raise
+        log.info(
+            "created %s with %d partitions in %.3f s",
+            OFFSETS_TOPIC, len(topic.partitions), time.monotonic() - started,
+        )
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
         """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch."""

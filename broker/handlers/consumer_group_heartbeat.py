@@ -38,7 +38,7 @@ async def handle_consumer_group_heartbeat(
         owned = {}
         for topic in request.topic_partitions:
             owned[topic.topic_id] = owned.get(topic.topic_id, frozenset()) | frozenset(topic.partitions)
-    protocol = ctx.broker.groups.consumer
+    protocol = (await ctx.broker.group_coordinator()).consumer
     from broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
 
     result = protocol.heartbeat(

@@ -41,7 +41,7 @@ async def handle_create_partitions(
                                            error_message="Duplicate topic name."))
             continue
         try:
-            _create_partitions(ctx, wanted, request.validate_only)
+            await _create_partitions(ctx, wanted, request.validate_only)
         except KafkaError as exc:
             results.append(TopicResult(name=wanted.name, error_code=exc.code, error_message=exc.message or None))
         else:
@@ -49,7 +49,7 @@ async def handle_create_partitions(
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _create_partitions(
+async def _create_partitions(
     ctx: RequestContext, wanted: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
 ) -> None:
     topics = ctx.broker.topics
@@ -57,7 +57,7 @@ def _create_partitions(
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
     # The count checks come first: the topic must grow.
-    topics.create_partitions(wanted.name, wanted.count, validate_only=True)
+    await topics.create_partitions(wanted.name, wanted.count, validate_only=True)
     if wanted.assignments is not None:
         additional = wanted.count - len(topic.partitions)
         if len(wanted.assignments) != additional:
@@ -70,4 +70,4 @@ def _create_partitions(
         for assignment in wanted.assignments:
             check_replica_assignment(ctx, assignment.broker_ids, replication_factor)
     if not validate_only:
-        topics.create_partitions(wanted.name, wanted.count)
+        await topics.create_partitions(wanted.name, wanted.count)

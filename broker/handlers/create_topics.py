@@ -54,13 +54,13 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 results.append(_error(wanted.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
             continue
         try:
-            results.append(_create(ctx, wanted, request.validate_only))
+            results.append(await _create(ctx, wanted, request.validate_only))
         except KafkaError as exc:
             results.append(_error(wanted.name, exc.code, exc.message or None))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bool) -> TopicResult:
+async def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bool) -> TopicResult:
     broker = ctx.broker
     if wanted.name == CLUSTER_METADATA_TOPIC:
         raise KafkaError(
@@ -80,7 +80,7 @@ def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bool) ->
     num_partitions, replication_factor = wanted.num_partitions, wanted.replication_factor
     if wanted.assignments:
         num_partitions, replication_factor = _check_assignments(ctx, wanted)
-    topic = broker.topics.create(
+    topic = await broker.topics.create(
         wanted.name, num_partitions, replication_factor, configs, validate_only=validate_only
     )
     if num_partitions == -1:

@@ -44,10 +44,10 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         code = ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST
         results = [_result(name, topic_id, code, "Topic deletion is disabled.") for name, topic_id in wanted]
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=_delete(ctx, wanted))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=await _delete(ctx, wanted))
 
 
-def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]]) -> list[TopicResult]:
+async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]]) -> list[TopicResult]:
     topics = ctx.broker.topics
     name_counts = Counter(name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID)
     id_counts = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
@@ -100,7 +100,7 @@ def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]]) -> 
                 to_delete[topic_id] = topic.name
     for topic_id, name in to_delete.items():
         try:
-            topic = topics.delete(name)
+            topic = await topics.delete(name)
         except KafkaError as exc:
             results.append(_result(name, topic_id, exc.code, exc.message or None))
         else:

@@ -28,13 +28,13 @@ NO_NODE = (-1, "", -1)
 @handles(ApiKey.FIND_COORDINATOR, 0, 6)
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version < 4:
-        error, message, (node_id, host, port) = _coordinator(ctx, request.key_type, request.key)
+        error, message, (node_id, host, port) = await _coordinator(ctx, request.key_type, request.key)
         return FindCoordinatorResponse(
             error_code=error, error_message=message, node_id=node_id, host=host, port=port
         )
     coordinators = []
     for key in request.coordinator_keys:
-        error, message, (node_id, host, port) = _coordinator(ctx, request.key_type, key)
+        error, message, (node_id, host, port) = await _coordinator(ctx, request.key_type, key)
         coordinators.append(
             FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
@@ -43,11 +43,13 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     return FindCoordinatorResponse(coordinators=coordinators)
 
 
-def _coordinator(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+async def _coordinator(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     broker = ctx.broker
     if key_type == GROUP_KEY_TYPE:
         try:
-            broker.groups.ensure_offsets_topic()
+            await broker.groups.ensure_offsets_topic()
         except KafkaError as exc:
             log.warning("cannot create the group coordinator's topic: %s", exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message or None, NO_NODE

@@ -30,8 +30,9 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-    ctx.broker.groups.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
-    reply = ctx.broker.groups.classic.join(
+    coordinator = await ctx.broker.group_coordinator()
+    coordinator.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
+    reply = coordinator.classic.join(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id,

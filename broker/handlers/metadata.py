@@ -37,7 +37,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     else:
         allow_auto_create = request.allow_auto_topic_creation
         for wanted in request.topics:
-            topics.append(_lookup(ctx, wanted, allow_auto_create))
+            topics.append(await _lookup(ctx, wanted, allow_auto_create))
     return Response(
         brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
@@ -46,7 +46,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     )
 
 
-def _lookup(ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, allow_auto_create: bool) -> TopicResponse:
+async def _lookup(
+    ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, allow_auto_create: bool
+) -> TopicResponse:
     topics = ctx.broker.topics
     if wanted.name is None:
         topic = topics.by_id(wanted.topic_id)
@@ -61,7 +63,7 @@ def _lookup(ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, a
     try:
         if not allow_auto_create:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        topic = topics.auto_create(wanted.name)
+        topic = await topics.auto_create(wanted.name)
     except KafkaError as exc:
         return TopicResponse(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID, partitions=[])
     return _topic_response(topic)

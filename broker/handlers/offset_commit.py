@@ -38,7 +38,7 @@ TOPIC_IDS_MIN_VERSION = 10
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
-    coordinator = broker.groups
+    coordinator = await broker.group_coordinator()
     from broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
 
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
