@@ -15,7 +15,6 @@ import trio
 from broker.config import BrokerConfig
 from broker.producer_ids import ProducerIdManager
 from broker.topics import OFFSETS_TOPIC, TopicManager
-from storage.checkpoints import write_offsets_checkpoints
 from storage.config import LogConfig
 from storage.manager import LogManager
 from storage.topics import TopicCatalog
@@ -122,7 +121,7 @@ class Broker:
         disk is writing (100-250 ms here while a rolled segment is flushed)."""
         checkpoints = self.log_manager.offsets_checkpoints()
         try:
-            await trio.to_thread.run_sync(write_offsets_checkpoints, checkpoints)
+            await trio.to_thread.run_sync(self.log_manager.write_checkpoints, checkpoints)
         except OSError as exc:
             log.error("cannot write the offsets checkpoints: %s", exc)
 

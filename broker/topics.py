@@ -232,10 +232,24 @@ class TopicManager:
             return topic if topic is not None else await self._create(name)
 
     async def delete(self, name: str) -> Topic:
+        """Delete a topic as DeleteTopics does. Its directories are removed, and the offsets
+        checkpoints written without it, in a worker thread; should that fail, the next start
+        removes what is left (the catalog no longer has the topic)."""
         async with self._changes:
-            return self._delete(name)
+            topic = self._delete(name)
+            deletion = self.log_manager.remove_logs(name)
+            with trio.CancelScope(shield=True):
+                try:
+                    await trio.to_thread.run_sync(deletion.run)
+                    checkpoints = self.log_manager.offsets_checkpoints()
+                    await trio.to_thread.run_sync(self.log_manager.write_checkpoints, checkpoints)
+                except OSError as exc:
+                    log.error("removing the logs of deleted topic %s failed: %s", name, exc)
+            log.info("deleted topic %s", name)
+            return topic
 
     def _delete(self, name: str) -> Topic:
+        """Check and forget the topic; the caller removes its logs."""
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -244,8 +258,6 @@ class TopicManager:
         del self._topics[name]
         del self._by_id[topic.topic_id]
         self.catalog.remove(name)
-        self.log_manager.delete_logs(name)
-        log.info("deleted topic %s", name)
         return topic
 
     async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:

@@ -57,7 +57,8 @@ def write_offsets_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int])
 
 
 def write_offsets_checkpoints(checkpoints: Mapping[Path, Mapping[tuple[str, int], int]]) -> None:
-    """Write several checkpoint files (``LogManager.offsets_checkpoints``); safe in any thread."""
+    """Write several checkpoint files, each atomically; one writer at a time per file (see
+    ``LogManager.write_checkpoints``)."""
     for path, offsets in checkpoints.items():
         write_offsets_checkpoint(path, offsets)
 

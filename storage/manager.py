@@ -34,9 +34,11 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from storage import files
@@ -63,6 +65,15 @@ META_PROPERTIES_VERSION = 1
 
 def _now_ms(now_ms: int | None) -> int:
     return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+
+
+@dataclass(frozen=True)
+class OffsetsCheckpoints:
+    """Every log's recovery point, log start offset and high watermark as they stood when taken
+    (``LogManager.offsets_checkpoints``), by checkpoint file; ``generation`` orders them."""
+
+    generation: int
+    files: dict[Path, dict[tuple[str, int], int]]
 
 
 class LogCreation:
@@ -112,6 +123,27 @@ class LogCreation:
         self.done = True
 
 
+class LogDeletion:
+    """The directories of logs taken out of their manager (``LogManager.remove_logs``), removed by
+    ``run`` in any thread: each is renamed ``<topic>-<partition>.<id>-delete``, the data directory
+    is synced once (a crash after that leaves only names the next start removes), then each is
+    removed."""
+
+    def __init__(self, data_dir: Path, moves: list[tuple[tuple[str, int], Path, Path]]) -> None:
+        self.data_dir = data_dir
+        self._moves = moves
+        self.partitions = [key for key, _, _ in moves]
+
+    def run(self) -> None:
+        for _, source, target in self._moves:
+            os.replace(source, target)
+        if self._moves:
+            fsync_path(self.data_dir)
+        for key, _, target in self._moves:
+            shutil.rmtree(target, ignore_errors=True)
+            logger.info("%s: deleted log %s-%d", self.data_dir, *key)
+
+
 class LogManager:
     """Loads, creates, checkpoints and deletes the partition logs of one data directory."""
 
@@ -132,6 +164,9 @@ class LogManager:
         self._closing_logs: list[tuple[int, Log]] = []  # (close at ms, log) of deleted partitions
         self._lock_fd: int | None = None
         self._loaded = False
+        self._checkpoints_taken = 0
+        self._checkpoints_written = 0
+        self._checkpoint_lock = threading.Lock()
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -309,23 +344,27 @@ class LogManager:
         return logs
 
     def delete_logs(self, topic: str, *, now_ms: int | None = None) -> list[tuple[str, int]]:
-        """Delete every partition log of ``topic``: each directory is renamed
-        ``<topic>-<partition>.<id>-delete`` and removed. Returns the partitions deleted."""
+        """Delete every partition log of ``topic`` (``remove_logs``, its deletion run at once) and
+        checkpoint. Returns the partitions deleted."""
+        deletion = self.remove_logs(topic, now_ms=now_ms)
+        deletion.run()
+        if deletion.partitions:
+            self.checkpoint(now_ms=now_ms)
+        return deletion.partitions
+
+    def remove_logs(self, topic: str, *, now_ms: int | None = None) -> LogDeletion:
+        """Take every partition log of ``topic`` out of this manager; the returned deletion's ``run``,
+        in any thread, removes their directories. Their files stay open for ``file.delete.delay.ms``
+        (reads in flight may still send from them)."""
         now = _now_ms(now_ms)
-        deleted = []
+        moves = []
         for key in sorted(k for k in self._logs if k[0] == topic):
             log = self._logs.pop(key)
             target = self.data_dir / files.delete_dir_name(*key)
-            os.replace(log.dir, target)
-            fsync_path(self.data_dir)
+            moves.append((key, log.dir, target))
             log.dir = target
-            shutil.rmtree(target, ignore_errors=True)
             self._closing_logs.append((now + log.config.file_delete_delay_ms, log))
-            deleted.append(key)
-            logger.info("%s: deleted log %s-%d", self.data_dir, *key)
-        if deleted:
-            self.checkpoint(now_ms=now)
-        return deleted
+        return LogDeletion(self.data_dir, moves)
 
     def delete_expired_files(self, now_ms: int | None = None) -> None:
         """Close the files of deleted partitions, and remove those of deleted segments, once their
@@ -356,20 +395,31 @@ class LogManager:
 
     # -- checkpoints and shutdown --------------------------------------------------------------------
 
-    def offsets_checkpoints(self) -> dict[Path, dict[tuple[str, int], int]]:
-        """Every log's recovery point, log start offset and high watermark as they stand, by checkpoint
-        file, for ``write_offsets_checkpoints`` (which may run in another thread)."""
+    def offsets_checkpoints(self) -> OffsetsCheckpoints:
+        """Every log's recovery point, log start offset and high watermark as they stand, for
+        ``write_checkpoints`` (which may run in another thread)."""
         self._require_loaded()
         logs = self._logs
-        return {
+        self._checkpoints_taken += 1
+        return OffsetsCheckpoints(self._checkpoints_taken, {
             self.data_dir / RECOVERY_POINT_CHECKPOINT: {key: log.recovery_point for key, log in logs.items()},
             self.data_dir / LOG_START_OFFSET_CHECKPOINT: {key: log.log_start_offset for key, log in logs.items()},
             self.data_dir / REPLICATION_OFFSET_CHECKPOINT: {key: log.high_watermark for key, log in logs.items()},
-        }
+        })
+
+    def write_checkpoints(self, checkpoints: OffsetsCheckpoints) -> None:
+        """Write ``checkpoints`` atomically, in any thread. Writers take turns, and checkpoints taken
+        before the last ones written are dropped: the files never go back, say to the entries of a
+        topic deleted meanwhile."""
+        with self._checkpoint_lock:
+            if checkpoints.generation <= self._checkpoints_written:
+                return
+            write_offsets_checkpoints(checkpoints.files)
+            self._checkpoints_written = checkpoints.generation
 
     def checkpoint(self, *, now_ms: int | None = None) -> None:
         """Write the recovery point, log start offset and high watermark checkpoints atomically."""
-        write_offsets_checkpoints(self.offsets_checkpoints())
+        self.write_checkpoints(self.offsets_checkpoints())
         self.delete_expired_files(now_ms)
 
     def close(self) -> None:

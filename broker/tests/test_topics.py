@@ -10,7 +10,7 @@ from broker.tests.conftest import start_broker
 from broker.tests.test_produce_fetch import create_topic, fetch, produce, values
 from storage.topics import TopicCatalog
 from wire.errors import ErrorCode
-from wire.messages import CreateTopicsRequest, MetadataRequest
+from wire.messages import CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest
 from wire.records import SimpleRecord, build_batch
 
 
@@ -70,8 +70,9 @@ async def test_other_clients_are_served_while_a_large_topic_is_created(nursery: 
         answered.append("create")
 
     async def ask_meanwhile() -> None:
-        while not (tmp_path / "big-0").exists():
-            await trio.sleep(0.001)
+        with trio.fail_after(30):  # the files appear while the creation is under way
+            while not (tmp_path / "big-0").exists():
+                await trio.sleep(0.001)
         response = await other.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9)
         assert response.topics == []
         metadata = await other.request(
@@ -112,4 +113,32 @@ async def test_one_topic_from_concurrent_creations_of_the_same_name(nursery: tri
     assert sorted(codes) == [ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS]
     assert auto_created == [50]
     assert len(running.broker.topics.get("twice").partitions) == 50
+    await running.close()
+
+
+async def test_other_clients_are_served_while_a_large_topic_is_deleted(nursery: trio.Nursery, tmp_path: Path):
+    running = await start_broker(nursery, tmp_path)
+    deleter, other = await running.client(), await running.client()
+    assert await _create(deleter, "big", 1000) == ErrorCode.NONE
+    answered: list[str] = []
+
+    async def delete_big() -> None:
+        response = await deleter.request(DeleteTopicsRequest(topic_names=["big"], timeout_ms=30000), 5)
+        assert response.responses[0].error_code == ErrorCode.NONE
+        answered.append("delete")
+
+    async def ask_meanwhile() -> None:
+        with trio.fail_after(30):  # renamed directories appear while the deletion is under way
+            while not list(tmp_path.glob("big-*-delete")):
+                await trio.sleep(0.001)
+        response = await other.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9)
+        assert response.topics == []
+        answered.append("metadata")
+
+    async with trio.open_nursery() as requests:
+        requests.start_soon(delete_big)
+        requests.start_soon(ask_meanwhile)
+    assert answered == ["metadata", "delete"]
+    assert not list(tmp_path.glob("big-*"))
+    assert await _create(deleter, "big", 1) == ErrorCode.NONE
     await running.close()

@@ -364,3 +364,28 @@ def test_unclean_restart_of_many_new_partitions_is_quiet(
     assert [r.getMessage() for r in caplog.records] == []
     assert [log.log_end_offset for log in manager.logs()] == [0, 0, 0, 2, 0, 0, 0, 0, 0, 0]
     manager.close()
+
+
+def test_checkpoints_taken_before_the_last_written_are_dropped(tmp_path: Path) -> None:
+    """The periodic checkpoint is written in a worker thread: one taken before a topic was deleted
+    must not bring the deleted partitions back once the deletion's own checkpoint is written."""
+    manager = _manager(tmp_path)
+    manager.create_logs([("kept", 0, CONFIG, uuid.uuid4()), ("doomed", 0, CONFIG, uuid.uuid4())])
+    earlier = manager.offsets_checkpoints()
+    manager.delete_logs("doomed")  # checkpoints
+    manager.write_checkpoints(earlier)
+    assert read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("kept", 0): 0}
+    manager.close()
+
+
+def test_checkpoint_writers_in_several_threads_take_turns(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    manager.create_logs([(f"t{n}", 0, CONFIG, uuid.uuid4()) for n in range(200)])
+    taken = [manager.offsets_checkpoints() for _ in range(8)]
+    writers = [threading.Thread(target=manager.write_checkpoints, args=(checkpoints,)) for checkpoints in taken]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert len(read_offsets_checkpoint(tmp_path / "log-start-offset-checkpoint")) == 200
+    manager.close()
