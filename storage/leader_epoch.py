@@ -55,15 +55,20 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
         """Record that ``epoch`` began at ``start_offset``; called for every appended batch.
 
         Re-assigning the latest epoch at the same or a later offset changes nothing (the common case,
         cheap). A new entry first removes every entry it would make non-monotonic: those with an epoch
         >= ``epoch`` or a start offset >= ``start_offset``.
+
+        With ``sync=False`` the checkpoint is written without fsync; the caller syncs it later.
+        Returns whether the entries changed (and the checkpoint was written).
         """
-        if self._assign(EpochEntry(epoch, start_offset)):
-            self._write()
+        if not self._assign(EpochEntry(epoch, start_offset)):
+            return False
+        self._write(sync=sync)
+        return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)`` for a requested leader epoch.
@@ -123,10 +128,10 @@ class LeaderEpochCache:
         self._entries.append(entry)
         return True
 
-    def _write(self) -> None:
+    def _write(self, *, sync: bool = True) -> None:
         lines = [str(LEADER_EPOCH_CHECKPOINT_VERSION), str(len(self._entries))]
         lines += [f"{entry.epoch} {entry.start_offset}" for entry in self._entries]
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        atomic_write(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
 
 
 def _read_checkpoint(path: Path) -> list[EpochEntry]:

@@ -98,17 +98,19 @@ class SegmentFlush:
     """An fsync of part of a log, to run in any thread while the log goes on taking appends.
 
     Made by :meth:`Log.due_flush`, which opens the files (the ``.log`` and index files from the
-    recovery point up to ``upto``, the producer snapshots taken when they rolled, and the log's
-    directory, for new files' entries) so that they stay valid whatever the log does meanwhile.
+    recovery point up to ``upto``, the producer snapshots taken when they rolled, the leader epoch
+    checkpoint when written since the last flush, and the log's directory, for new files' entries)
+    so that they stay valid whatever the log does meanwhile.
     ``run`` fsyncs and closes them; then :meth:`Log.complete_flush` moves the recovery point to
     ``upto``.
     """
 
-    __slots__ = ("upto", "truncations", "_fds")
+    __slots__ = ("upto", "truncations", "leader_epoch_writes", "_fds")
 
-    def __init__(self, upto: int, fds: list[int], truncations: int) -> None:
+    def __init__(self, upto: int, fds: list[int], truncations: int, leader_epoch_writes: int) -> None:
         self.upto = upto
         self.truncations = truncations  # the log's truncation count when made: a truncation voids it
+        self.leader_epoch_writes = leader_epoch_writes  # the checkpoint writes it makes durable
         self._fds = fds
 
     def run(self) -> None:
@@ -155,6 +157,8 @@ class Log:
         self.config = config
         self.topic_id = topic_id
         self._leader_epoch_cache = leader_epoch_cache
+        # Leader epoch checkpoint writes (without fsync) so far, and how many of them a flush has synced.
+        self._leader_epoch_writes = self._leader_epoch_writes_synced = 0
         # A new leader epoch seen by an append, not yet in the cache (see ``_note_leader_epoch``).
         self._unrecorded_leader_epoch: EpochEntry | None = None
         self.producer_state = producer_state
@@ -701,10 +705,22 @@ class Log:
         self._unrecorded_leader_epoch = EpochEntry(epoch, start_offset)
 
     def _record_leader_epoch(self) -> None:
+        """Put the epoch an append noted into the cache, whose checkpoint is written without fsync:
+        every flush fsyncs it before the recovery point passes the batches it covers (a crash before
+        that leaves a checkpoint that loading discards, and recovery learns the epochs from the
+        batches)."""
         unrecorded = self._unrecorded_leader_epoch
         if unrecorded is not None:
             self._unrecorded_leader_epoch = None
-            self._leader_epoch_cache.assign(*unrecorded)
+            if self._leader_epoch_cache.assign(*unrecorded, sync=False):
+                self._leader_epoch_writes += 1
+
+    def _sync_leader_epochs(self) -> None:
+        if self._leader_epoch_writes != self._leader_epoch_writes_synced:
+            writes = self._leader_epoch_writes
+            fsync_path(self._leader_epoch_cache.path)
+            fsync_path(self.dir)
+            self._leader_epoch_writes_synced = writes
 
     def end_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: ``(epoch, end_offset)``; (-1, -1) when unknown."""
@@ -752,9 +768,11 @@ class Log:
             upto, last = self._segments[-1].base_offset, len(self._segments) - 1
         if self.recovery_point >= upto:
             return None
-        self._record_leader_epoch()  # before the recovery point passes the batches it covers
+        self._record_leader_epoch()  # its checkpoint is fsynced with the segments
         fds: list[int] = []
         try:
+            if self._leader_epoch_writes != self._leader_epoch_writes_synced:
+                fds.append(os.open(self._leader_epoch_cache.path, os.O_RDONLY))
             first = self._segment_index(self.recovery_point)
             for i, segment in enumerate(self._segments[first:last], first):
                 paths = [segment.log_path, segment.offset_index_path, segment.time_index_path]
@@ -770,10 +788,11 @@ class Log:
             for fd in fds:
                 os.close(fd)
             raise
-        return SegmentFlush(upto, fds, self._truncations)
+        return SegmentFlush(upto, fds, self._truncations, self._leader_epoch_writes)
 
     def complete_flush(self, flush: SegmentFlush, now_ms: int | None = None) -> None:
         """``flush`` has run: the recovery point moves up to it (unless the log was truncated since)."""
+        self._leader_epoch_writes_synced = max(self._leader_epoch_writes_synced, flush.leader_epoch_writes)
         if flush.truncations != self._truncations:
             return
         if flush.upto > self.recovery_point:
@@ -781,8 +800,9 @@ class Log:
         self._last_flush_ms = _now_ms(now_ms)
 
     def _flush_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
-        self._record_leader_epoch()  # before the recovery point passes the batches it covers
         try:
+            self._record_leader_epoch()  # before the recovery point passes the batches it covers
+            self._sync_leader_epochs()
             for segment in segments:
                 segment.flush()
         except OSError as e:
@@ -919,6 +939,7 @@ class Log:
         self._closed = True
         try:
             self._record_leader_epoch()
+            self._sync_leader_epochs()
         except OSError as e:
             logger.warning("%s: could not write the leader epoch checkpoint: %s", self.dir, e)
         try:

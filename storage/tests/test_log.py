@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -371,6 +372,33 @@ def test_a_roll_leaves_the_flush_to_due_flush(tmp_path: Path, make_batch) -> Non
     log.complete_flush(flush)
     assert log.recovery_point == 3
     assert log.due_flush(now_ms=2) is None
+    log.close()
+
+
+def test_the_leader_epoch_checkpoint_is_fsynced_by_the_flush_not_by_the_caller(
+    tmp_path: Path, make_batch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``due_flush`` runs on the broker's event loop: it writes the epoch's checkpoint, and the flush,
+    in a worker thread, fsyncs it with the segments before the recovery point moves."""
+    log = _rolled_once(tmp_path, make_batch)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    flush = log.due_flush(now_ms=1)
+    assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    assert synced == []
+    flush.run()
+    assert "leader-epoch-checkpoint" in synced and synced[-1] == log.dir.name
+    log.complete_flush(flush)
+    synced.clear()
+    log.flush()  # nothing new to record: only the segment
+    assert "leader-epoch-checkpoint" not in synced
+    monkeypatch.undo()
     log.close()
 
 
