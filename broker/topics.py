@@ -173,63 +173,57 @@ class TopicManager:
     ) -> Topic:
         """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message."""
         async with self._changes:
-            return await self._create(name, num_partitions, replication_factor, configs, validate_only)
-
-    async def _create(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-        validate_only: bool = False,
-    ) -> Topic:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        colliding = self._colliding_topic(name)
-        if colliding is not None:
-            raise KafkaError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"Topic '{name}' collides with existing topic: {colliding}",
-            )
-        if num_partitions == -1:
-            num_partitions = self.config.num_partitions
-        if num_partitions <= 0:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-            )
-        if replication_factor == -1:
-            replication_factor = self.config.default_replication_factor
-        if replication_factor <= 0:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                "Replication factor must be larger than 0, or -1 to use the default value.",
-            )
-        if replication_factor > 1:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
-            )
-        topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
-        log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
-        topic = Topic(name, new_topic_id(), topic_configs, log_config)
-        if validate_only:
+            validate_topic_name(name)
+            if name in self._topics:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            colliding = self._colliding_topic(name)
+            if colliding is not None:
+                raise KafkaError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {colliding}",
+                )
+            if num_partitions == -1:
+                num_partitions = self.config.num_partitions
+            if num_partitions <= 0:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+                )
+            if replication_factor == -1:
+                replication_factor = self.config.default_replication_factor
+            if replication_factor <= 0:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            if replication_factor > 1:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                    f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                )
+            topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
+            log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
+            topic = Topic(name, new_topic_id(), topic_configs, log_config)
+            if validate_only:
+                return topic
+            self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
+            await self._open_partitions(topic, num_partitions)
+            self._add(topic)
+            log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
             return topic
-        self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
-        await self._open_partitions(topic, num_partitions)
-        self._add(topic)
-        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
-        return topic
 
     async def auto_create(self, name: str) -> Topic:
         """Create ``name`` with the defaults when auto.create.topics.enable allows it (or return it,
         created by another request meanwhile)."""
         if not self.config.auto_create_topics_enable:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        async with self._changes:
+        try:
+            return await self.create(name)
+        except KafkaError as exc:
             topic = self._topics.get(name)
-            return topic if topic is not None else await self._create(name)
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS and topic is not None:
+                return topic
+            raise
 
     async def delete(self, name: str) -> Topic:
         """Delete a topic as DeleteTopics does. Its directories are removed, and the offsets

@@ -294,16 +294,16 @@ def test_a_failed_creation_adds_nothing_and_a_later_one_loads_its_directories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = _manager(tmp_path)
-    topic_id = uuid.uuid4()
-    creation = manager.prepare_logs([("t", p, CONFIG, topic_id) for p in range(2)])
+    specs = [("t", p, CONFIG, uuid.uuid4()) for p in range(2)]
+    creation = manager.prepare_logs(specs)
     with monkeypatch.context() as patched:
         patched.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "Input/output error")))
         with pytest.raises(OSError):
             creation.run()
     assert creation.created == {} and not creation.done
     assert manager.get_log("t", 0) is None
-    logs = manager.create_logs([("t", p, CONFIG, topic_id) for p in range(2)])
-    assert [log.topic_id for log in logs] == [topic_id, topic_id]
+    logs = manager.create_logs(specs)
+    assert [log.topic_id for log in logs] == [topic_id for _, _, _, topic_id in specs]
     manager.close()
 
 
@@ -333,7 +333,7 @@ def test_new_logs_are_made_durable_together(tmp_path: Path, make_batch, monkeypa
     manager.close()
 
 
-def test_a_crash_before_the_first_append_can_leave_partition_metadata_empty(
+def test_a_crash_while_a_log_is_created_can_leave_partition_metadata_empty(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     manager = _manager(tmp_path)
