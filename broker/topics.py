@@ -5,16 +5,17 @@ not colliding with an existing topic once ``.`` and ``_`` are treated alike). Ea
 topic id, a partition count and its own configs over the broker's defaults, all kept in the storage
 catalog so they survive restarts. This broker is the only one, so it leads every partition.
 
-Creating, growing and deleting topics are serialized, one change at a time. The files of new
-partitions are created and synced in a worker thread (a thousand partitions take about a second on
-a small VM), so that no other client waits for them; the topic appears once they are durable.
+Creating, growing and deleting topics are serialized, one change at a time. The catalog and the
+files of new partitions are written and synced in a worker thread (a thousand partitions take about
+a second on a small VM), so that no other client waits for them; the topic appears once they are
+durable. A deleted topic's catalog entry and directories go the same way.
 """
 from __future__ import annotations
 
 import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import trio
@@ -129,24 +130,37 @@ class TopicManager:
         log.info("loaded %d topics", len(self._topics))
 
     async def _open_partitions(self, topic: Topic, count: int) -> None:
-        """Grow ``topic`` to ``count`` partitions over their logs. Missing logs are created, and made
-        durable, together in a worker thread; existing ones get the topic's config (and its id, if
-        theirs was lost). Not cancellable: a client that leaves does not leave half a topic."""
+        """Grow ``topic`` to ``count`` partitions over their logs, once the catalog (changed by the
+        caller without saving) says so. In a worker thread the catalog is written, then the missing
+        logs are created and made durable together; existing ones get the topic's config (and its
+        id, if theirs was lost). Not cancellable: a client that leaves does not leave half a topic."""
         log_config = topic.log_config
         creation = self.log_manager.prepare_logs(self._log_specs(topic, count))
-        with trio.CancelScope(shield=True):
-            try:
-                await trio.to_thread.run_sync(creation.run)
-            except OSError as exc:
-                log.error("creating the logs of %s failed: %s", topic.name, exc)
-                raise KafkaError(
-                    ErrorCode.KAFKA_STORAGE_ERROR, f"Creating the logs of {topic.name} failed: {exc}"
-                ) from exc
+        try:
+            await self._write_files(creation.run)
+        except OSError as exc:
+            log.error("creating the logs of %s failed: %s", topic.name, exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"Creating the logs of {topic.name} failed: {exc}"
+            ) from exc
         logs = self.log_manager.add_created(creation)
         if topic.log_config is not log_config:  # altered meanwhile
             for storage_log in logs:
                 storage_log.update_config(topic.log_config)
         self._attach(topic, logs)
+
+    async def _write_files(self, *steps: Callable[[], object]) -> None:
+        """Write the catalog as it stands, then run ``steps``, in a worker thread. Not cancellable:
+        the change is made in memory already."""
+        catalog = self.catalog.state()
+
+        def write() -> None:
+            self.catalog.write(catalog)
+            for step in steps:
+                step()
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(write)
 
     @staticmethod
     def _log_specs(topic: Topic, count: int) -> list[tuple[str, int, LogConfig, uuid.UUID]]:
@@ -206,7 +220,7 @@ class TopicManager:
             topic = Topic(name, new_topic_id(), topic_configs, log_config)
             if validate_only:
                 return topic
-            self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs))
+            self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs), save=False)
             await self._open_partitions(topic, num_partitions)
             self._add(topic)
             log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
@@ -227,18 +241,16 @@ class TopicManager:
 
     async def delete(self, name: str) -> Topic:
         """Delete a topic as DeleteTopics does. Its directories are removed, and the offsets
-        checkpoints written without it, in a worker thread; should that fail, the next start
-        removes what is left (the catalog no longer has the topic)."""
+        checkpoints written without it, in a worker thread, after the catalog; should removing them
+        fail, the next start removes what is left (the catalog no longer has the topic)."""
         async with self._changes:
             topic = self._delete(name)
             deletion = self.log_manager.remove_logs(name)
-            with trio.CancelScope(shield=True):
-                try:
-                    await trio.to_thread.run_sync(deletion.run)
-                    checkpoints = self.log_manager.offsets_checkpoints()
-                    await trio.to_thread.run_sync(self.log_manager.write_checkpoints, checkpoints)
-                except OSError as exc:
-                    log.error("removing the logs of deleted topic %s failed: %s", name, exc)
+            checkpoints = self.log_manager.offsets_checkpoints()
+            try:
+                await self._write_files(deletion.run, lambda: self.log_manager.write_checkpoints(checkpoints))
+            except OSError as exc:
+                log.error("deleting topic %s: its files could not all be written or removed: %s", name, exc)
             log.info("deleted topic %s", name)
             return topic
 
@@ -251,7 +263,7 @@ class TopicManager:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         del self._topics[name]
         del self._by_id[topic.topic_id]
-        self.catalog.remove(name)
+        self.catalog.remove(name, save=False)
         return topic
 
     async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
@@ -272,7 +284,7 @@ class TopicManager:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         if validate_only:
             return topic
-        self.catalog.set_partitions(name, count)
+        self.catalog.set_partitions(name, count, save=False)
         await self._open_partitions(topic, count)
         log.info("topic %s now has %d partitions", name, count)
         return topic

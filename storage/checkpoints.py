@@ -14,7 +14,8 @@ is fsynced, so a crash leaves either the old file or the new one, never a torn o
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
@@ -39,6 +40,28 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
     if sync:
         fsync_path(path.parent)
+
+
+class OrderedWrites:
+    """The writes of one file that may run in several threads. The owner numbers each state it
+    captures (``take``, on its own thread); ``write`` runs in any thread: writers take turns, and a
+    state taken before the last one written is dropped, so the file never goes back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken = 0
+        self._written = 0
+
+    def take(self) -> int:
+        self._taken += 1
+        return self._taken
+
+    def write(self, generation: int, write: Callable[[], None]) -> None:
+        with self._lock:
+            if generation <= self._written:
+                return
+            write()
+            self._written = generation
 
 
 def fsync_path(path: Path) -> None:

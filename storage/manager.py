@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -46,6 +45,7 @@ from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    OrderedWrites,
     atomic_write,
     fsync_path,
     read_offsets_checkpoint,
@@ -164,9 +164,7 @@ class LogManager:
         self._closing_logs: list[tuple[int, Log]] = []  # (close at ms, log) of deleted partitions
         self._lock_fd: int | None = None
         self._loaded = False
-        self._checkpoints_taken = 0
-        self._checkpoints_written = 0
-        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_writes = OrderedWrites()
 
     # -- start-up ------------------------------------------------------------------------------------
 
@@ -400,8 +398,7 @@ class LogManager:
         ``write_checkpoints`` (which may run in another thread)."""
         self._require_loaded()
         logs = self._logs
-        self._checkpoints_taken += 1
-        return OffsetsCheckpoints(self._checkpoints_taken, {
+        return OffsetsCheckpoints(self._checkpoint_writes.take(), {
             self.data_dir / RECOVERY_POINT_CHECKPOINT: {key: log.recovery_point for key, log in logs.items()},
             self.data_dir / LOG_START_OFFSET_CHECKPOINT: {key: log.log_start_offset for key, log in logs.items()},
             self.data_dir / REPLICATION_OFFSET_CHECKPOINT: {key: log.high_watermark for key, log in logs.items()},
@@ -411,11 +408,7 @@ class LogManager:
         """Write ``checkpoints`` atomically, in any thread. Writers take turns, and checkpoints taken
         before the last ones written are dropped: the files never go back, say to the entries of a
         topic deleted meanwhile."""
-        with self._checkpoint_lock:
-            if checkpoints.generation <= self._checkpoints_written:
-                return
-            write_offsets_checkpoints(checkpoints.files)
-            self._checkpoints_written = checkpoints.generation
+        self._checkpoint_writes.write(checkpoints.generation, lambda: write_offsets_checkpoints(checkpoints.files))
 
     def checkpoint(self, *, now_ms: int | None = None) -> None:
         """Write the recovery point, log start offset and high watermark checkpoints atomically."""

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.checkpoints import atomic_write
+from storage.checkpoints import OrderedWrites, atomic_write
 from wire.errors import ErrorCode, KafkaError
 
 TOPIC_CATALOG_FILE = "__trafka_topics.json"
@@ -56,13 +56,27 @@ class TopicRecord:
     configs: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CatalogState:
+    """The catalog file's content as it stood when taken (``TopicCatalog.state``)."""
+
+    generation: int
+    data: bytes
+
+
 class TopicCatalog:
-    """Topics by name, persisted to ``data_dir/__trafka_topics.json`` after every change."""
+    """Topics by name, persisted to ``data_dir/__trafka_topics.json`` after every change.
+
+    A change made with ``save=False`` is written later by the caller: ``state()`` on the thread that
+    made it, then ``write(state)`` in any thread (writes take turns, and an older state never
+    replaces a newer one).
+    """
 
     def __init__(self, data_dir: Path) -> None:
         self.path = Path(data_dir) / TOPIC_CATALOG_FILE
         self.topics: dict[str, TopicRecord] = {}
         self._by_id: dict[uuid.UUID, TopicRecord] = {}
+        self._writes = OrderedWrites()
         self._load()
 
     def __contains__(self, name: object) -> bool:
@@ -80,7 +94,7 @@ class TopicCatalog:
     def by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
         return self._by_id.get(topic_id)
 
-    def add(self, record: TopicRecord) -> None:
+    def add(self, record: TopicRecord, *, save: bool = True) -> None:
         if record.name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{record.name}' already exists.")
         if record.topic_id in self._by_id:
@@ -88,16 +102,18 @@ class TopicCatalog:
         if record.partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         self._put(dataclasses.replace(record, configs=dict(record.configs)))
-        self._save()
+        if save:
+            self._save()
 
-    def remove(self, name: str) -> TopicRecord:
+    def remove(self, name: str, *, save: bool = True) -> TopicRecord:
         record = self._require(name)
         del self.topics[name]
         del self._by_id[record.topic_id]
-        self._save()
+        if save:
+            self._save()
         return record
 
-    def set_partitions(self, name: str, partitions: int) -> TopicRecord:
+    def set_partitions(self, name: str, partitions: int, *, save: bool = True) -> TopicRecord:
         """Raise the partition count (Kafka never lowers it)."""
         record = self._require(name)
         if partitions < record.partitions:
@@ -106,12 +122,12 @@ class TopicCatalog:
                 f"Topic currently has {record.partitions} partitions, which is higher than the "
                 f"requested {partitions}.",
             )
-        return self._replace(dataclasses.replace(record, partitions=partitions))
+        return self._replace(dataclasses.replace(record, partitions=partitions), save=save)
 
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicRecord:
         """Replace the topic's config overrides."""
         record = self._require(name)
-        return self._replace(dataclasses.replace(record, configs=dict(configs)))
+        return self._replace(dataclasses.replace(record, configs=dict(configs)), save=True)
 
     def _require(self, name: str) -> TopicRecord:
         record = self.topics.get(name)
@@ -120,9 +136,10 @@ class TopicCatalog:
                              f"This server does not host this topic: {name}")
         return record
 
-    def _replace(self, record: TopicRecord) -> TopicRecord:
+    def _replace(self, record: TopicRecord, *, save: bool) -> TopicRecord:
         self._put(record)
-        self._save()
+        if save:
+            self._save()
         return record
 
     def _put(self, record: TopicRecord) -> None:
@@ -148,7 +165,8 @@ class TopicCatalog:
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{self.path}: unreadable topic catalog: {e}") from e
 
-    def _save(self) -> None:
+    def state(self) -> CatalogState:
+        """The file's content as the catalog stands, for ``write``."""
         document = {
             "version": CATALOG_VERSION,
             "topics": [
@@ -161,5 +179,15 @@ class TopicCatalog:
                 for record in sorted(self.topics.values(), key=lambda r: r.name)
             ],
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+        return CatalogState(self._writes.take(), (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+
+    def write(self, state: CatalogState) -> None:
+        """Replace the file with ``state`` atomically, in any thread, unless a newer state is there."""
+        def replace() -> None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, state.data)
+
+        self._writes.write(state.generation, replace)
+
+    def _save(self) -> None:
+        self.write(self.state())

@@ -56,6 +56,19 @@ def test_catalog_survives_a_restart(tmp_path: Path) -> None:
     assert len(TopicCatalog(tmp_path)) == 1
 
 
+def test_a_change_saved_later_and_an_older_state_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    catalog = TopicCatalog(tmp_path)
+    catalog.add(TopicRecord("big", uuid.uuid4(), 1000), save=False)
+    assert "big" not in TopicCatalog(tmp_path)
+    with_big = catalog.state()
+    catalog.set_configs("big", {"retention.ms": "1000"})  # saved at once
+    catalog.write(with_big)  # taken before: dropped
+    assert TopicCatalog(tmp_path).get("big").configs == {"retention.ms": "1000"}
+    catalog.remove("big", save=False)
+    catalog.write(catalog.state())
+    assert "big" not in TopicCatalog(tmp_path)
+
+
 def test_catalog_errors(tmp_path: Path) -> None:
     catalog = TopicCatalog(tmp_path / "fresh")
     topic_id = uuid.uuid4()
