@@ -209,10 +209,6 @@ class _MappedIndex:
         self._truncate_to_entries(0)
         self.resize(self.max_index_bytes)
 
-    def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
-
     def close(self) -> None:
         """Trim the file to its entries and unmap it."""
         if not self._closed:

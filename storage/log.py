@@ -745,9 +745,12 @@ class Log:
         """fsync every segment with unflushed data; the recovery point becomes the log end offset."""
         now = _now_ms(now_ms)
         if self.recovery_point < self._log_end_offset:
-            first = self._segment_index(self.recovery_point)
-            self._flush_segments(self._segments[first:], now)
-            self.recovery_point = self._log_end_offset
+            try:
+                flush = self._segment_flush(self._log_end_offset, len(self._segments))
+                flush.run()
+            except OSError as e:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"flush of {self.dir} failed: {e}") from e
+            self.complete_flush(flush, now_ms=now)
         self._unflushed_messages = 0
         self._last_flush_ms = now
 
@@ -768,6 +771,10 @@ class Log:
             upto, last = self._segments[-1].base_offset, len(self._segments) - 1
         if self.recovery_point >= upto:
             return None
+        return self._segment_flush(upto, last)
+
+    def _segment_flush(self, upto: int, last: int) -> SegmentFlush:
+        """The flush of the segments from the recovery point's up to ``last`` (exclusive)."""
         self._record_leader_epoch()  # its checkpoint is fsynced with the segments
         fds: list[int] = []
         try:
@@ -798,16 +805,6 @@ class Log:
         if flush.upto > self.recovery_point:
             self.recovery_point = flush.upto
         self._last_flush_ms = _now_ms(now_ms)
-
-    def _flush_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
-        try:
-            self._record_leader_epoch()  # before the recovery point passes the batches it covers
-            self._sync_leader_epochs()
-            for segment in segments:
-                segment.flush()
-        except OSError as e:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"flush of {self.dir} failed: {e}") from e
-        self._last_flush_ms = now_ms
 
     # -- deleting and truncating ---------------------------------------------------------------------
 

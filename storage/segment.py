@@ -240,13 +240,6 @@ class LogSegment:
             position += batch.size
         self._max_timestamp_and_offset = (max_timestamp, offset_of_max_timestamp)
 
-    def flush(self) -> None:
-        os.fsync(self.file.fileno())
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
-
     def on_become_inactive(self) -> None:
         """The segment was rolled: record its final max timestamp and trim the indexes."""
         max_timestamp, offset = self.max_timestamp_and_offset

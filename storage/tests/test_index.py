@@ -29,7 +29,6 @@ def test_an_index_never_written_to_creates_no_file(tmp_path: Path) -> None:
     assert index.lookup(5) == (-1, 0)
     index.resize(600)
     assert index.max_entries == 50
-    index.flush()
     index.close()
     assert not path.exists()
     reopened = TimeIndex(path, 0, 1200, log_is_empty=True)
