@@ -110,6 +110,9 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = 50
     offsets_retention_minutes: int = 10_080
     transaction_max_timeout_ms: int = 900_000
+    # The most partitions one CreateTopics or CreatePartitions request may create (Kafka's
+    # controller.max.records.per.batch: the records of one request go into one metadata batch).
+    controller_max_records_per_batch: int = 10_000
     shutdown_timeout_s: float = 10.0
     # Every property as given, for DescribeConfigs and for the topic-level defaults
     # (storage.config.LogConfig.from_broker_properties reads the log.* names).
@@ -177,8 +180,15 @@ class BrokerConfig:
         config.transaction_max_timeout_ms = _int(
             props, "transaction.max.timeout.ms", config.transaction_max_timeout_ms
         )
+        config.controller_max_records_per_batch = _int(
+            props, "controller.max.records.per.batch", config.controller_max_records_per_batch
+        )
         if config.num_partitions < 1:
             raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
+        if config.controller_max_records_per_batch < 1:
+            raise ConfigError(
+                f"controller.max.records.per.batch={config.controller_max_records_per_batch}: must be at least 1"
+            )
         return config
 
 

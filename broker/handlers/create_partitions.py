@@ -9,6 +9,11 @@ node. Per topic, with Kafka's codes and messages:
   distinct registered brokers (here only this node) and the topic's replication factor:
   INVALID_REPLICA_ASSIGNMENT otherwise.
 
+Before any topic is looked at, the partitions the request would add are summed over its existing
+topics; more than ``controller.max.records.per.batch`` (10,000) answers every topic of the request
+POLICY_VIOLATION and changes nothing, so that one request's cost stays bounded whatever counts it
+carries.
+
 ``validate_only`` checks everything and changes nothing.
 
 Version notes: v2 is the first flexible version; v3 changed only quota behaviour.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers.create_topics import check_replica_assignment
+from broker.handlers.create_topics import TOO_MANY_PARTITIONS, check_replica_assignment
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
@@ -31,6 +36,14 @@ async def handle_create_partitions(
     ctx: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    if _added_partitions(ctx, request, counts) > ctx.broker.config.controller_max_records_per_batch:
+        return CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                TopicResult(name=topic.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MANY_PARTITIONS)
+                for topic in request.topics
+            ],
+        )
     results: list[TopicResult] = []
     reported_duplicates: set[str] = set()
     for wanted in request.topics:
@@ -47,6 +60,16 @@ async def handle_create_partitions(
         else:
             results.append(TopicResult(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _added_partitions(ctx: RequestContext, request: CreatePartitionsRequest, counts: Counter[str]) -> int:
+    """How many partitions the request would add to the existing topics it names once each."""
+    total = 0
+    for wanted in request.topics:
+        topic = ctx.broker.topics.get(wanted.name)
+        if counts[wanted.name] == 1 and topic is not None:
+            total += max(wanted.count - len(topic.partitions), 0)
+    return total
 
 
 async def _create_partitions(

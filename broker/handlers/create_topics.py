@@ -15,6 +15,11 @@ error codes and messages:
   0..n-1, each listed once, each with the same number of distinct, registered brokers (here only this
   node): INVALID_REPLICA_ASSIGNMENT otherwise.
 
+Before any topic is looked at, the partitions the request would create are added up (a topic's
+count, the broker's ``num.partitions`` for -1, or the length of its manual assignment); more than
+``controller.max.records.per.batch`` (10,000) answers every topic of the request POLICY_VIOLATION
+and creates nothing, so that one request's cost stays bounded whatever counts it carries.
+
 ``validate_only`` checks everything and creates nothing; the response is the same.
 
 Version notes: v1+ has error messages; v4+ lets counts be -1 (the defaults); v5 is the first flexible
@@ -42,9 +47,20 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
 
 
+#: The refusal of a request that would create too many partitions at once.
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    if _requested_partitions(request, counts, ctx.broker.config.num_partitions) > (
+        ctx.broker.config.controller_max_records_per_batch
+    ):
+        return CreateTopicsResponse(
+            throttle_time_ms=0,
+            topics=[_error(topic.name, ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for topic in request.topics],
+        )
     results: list[TopicResult] = []
     reported_duplicates: set[str] = set()
     for wanted in request.topics:
@@ -58,6 +74,22 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
         except KafkaError as exc:
             results.append(_error(wanted.name, exc.code, exc.message or None))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _requested_partitions(request: CreateTopicsRequest, counts: Counter[str], default_partitions: int) -> int:
+    """How many partitions the request asks for, over the topics that get as far as being created
+    (not a duplicated name, not ``__cluster_metadata``); invalid counts add nothing."""
+    total = 0
+    for wanted in request.topics:
+        if counts[wanted.name] > 1 or wanted.name == CLUSTER_METADATA_TOPIC:
+            continue
+        if wanted.assignments:
+            total += len(wanted.assignments)
+        elif wanted.num_partitions == -1:
+            total += default_partitions
+        elif wanted.num_partitions > 0:
+            total += wanted.num_partitions
+    return total
 
 
 async def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bool) -> TopicResult:

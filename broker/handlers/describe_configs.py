@@ -305,6 +305,8 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                   "How long committed offsets of an empty group are kept."),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", ConfigType.INT,
                                    "Longest transaction timeout a producer may ask for."),
+    "controller.max.records.per.batch": ("controller_max_records_per_batch", ConfigType.INT,
+                                         "Most partitions one CreateTopics or CreatePartitions request may create."),
 }
 
 # Where this broker is and who it is: Kafka name -> (type, what it says).

@@ -282,6 +282,48 @@ async def test_manual_assignment_must_be_consecutive(broker: RunningBroker, clie
     assert result.error_message == "partitions should be a consecutive 0-based integer sequence"
 
 
+MAX_INT32 = 2**31 - 1
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+async def test_too_many_partitions_in_one_request_are_refused_whole(
+    broker: RunningBroker, client: KafkaClient, validate_only: bool
+):
+    # 268,435,456 partitions in one int32, and a request whose topics add up past 10,000.
+    huge = creatable("huge", 268_435_456)
+    many = [creatable("first-half", 5_000), creatable("second-half", 5_000), creatable("one-more", 1)]
+    for request in ([huge, creatable("small", 1)], many):
+        results = await create_topics(client, *request, validate_only=validate_only)
+
+        assert [(r.name, r.error_code, r.error_message) for r in results] == [
+            (topic.name, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            for topic in request
+        ]
+    assert broker.broker.topics.get("small") is None and broker.broker.topics.get("first-half") is None
+    data_dir = broker.broker.config.data_dir
+    assert not any(path.name.startswith(("huge-", "small-", "first-half-")) for path in data_dir.iterdir())
+
+
+async def test_partitions_per_request_count_defaults_and_assignments(broker_factory):
+    running = await broker_factory({"controller.max.records.per.batch": "5", "num.partitions": "2"})
+    client = await running.client()
+    assigned = creatable("assigned", -1, -1, assignments=[[1], [1]])
+
+    # 2 (the default) + 2 (the assignment) + 1; a duplicated name and bad counts add nothing.
+    results = await create_topics(client, creatable("defaulted", -1), assigned, creatable("one", 1),
+                                  creatable("twice", 9), creatable("twice", 9), creatable("negative", -7))
+    assert sorted((r.name, r.error_code) for r in results) == [
+        ("assigned", ErrorCode.NONE),
+        ("defaulted", ErrorCode.NONE),
+        ("negative", ErrorCode.INVALID_PARTITIONS),
+        ("one", ErrorCode.NONE),
+        ("twice", ErrorCode.INVALID_REQUEST),
+    ]
+
+    results = await create_topics(client, creatable("six", 6))
+    assert [(r.name, r.error_code) for r in results] == [("six", ErrorCode.POLICY_VIOLATION)]
+
+
 # -- DeleteTopics ----------------------------------------------------------------------------------
 
 
@@ -464,6 +506,30 @@ async def test_create_partitions_validate_only_unknown_and_duplicate(broker: Run
     }
     assert len(broker.broker.topics.get("checked").partitions) == 1
     assert len(broker.broker.topics.get("dup").partitions) == 1
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+async def test_create_partitions_past_the_request_budget_changes_nothing(
+    broker: RunningBroker, client: KafkaClient, validate_only: bool
+):
+    await create_topic(client, "budget", 1)
+    await create_topic(client, "budget-too", 1)
+    Topic = CreatePartitionsRequest.CreatePartitionsTopic
+
+    for count, extra in ((MAX_INT32, []), (268_435_456, []), (5_002, [Topic(name="budget-too", count=5_002,
+                                                                              assignments=None)])):
+        response = await client.request(partitions_request("budget", count, validate_only=validate_only,
+                                                           extra=extra), 3)
+
+        assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
+            (name, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            for name in ["budget", *(topic.name for topic in extra)]
+        ]
+    assert len(broker.broker.topics.get("budget").partitions) == 1
+    assert len(broker.broker.topics.get("budget-too").partitions) == 1
+    # Up to the budget is fine.
+    response = await client.request(partitions_request("budget", 10_000, validate_only=True), 3)
+    assert response.results[0].error_code == ErrorCode.NONE
 
 
 # -- DescribeConfigs -------------------------------------------------------------------------------

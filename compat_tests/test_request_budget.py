@@ -1,0 +1,106 @@
+"""One request's cost is bounded: partition counts a client sends are refused before any work is done,
+and a large topic creation leaves the broker answering everyone else.
+
+* CreateTopics and CreatePartitions asking for 268,435,456 partitions (one int32 in a small frame;
+  librdkafka sends at most 100,000) are refused at once with POLICY_VIOLATION through every admin
+  client, nothing is created, and the broker's memory stays where it was;
+* while a topic of 10,000 partitions (the most one request may create) is being created, Metadata
+  requests from another client keep being answered promptly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from compat_tests.clients import ClientError, ConfluentClient, client_names
+from compat_tests.harness import BrokerProcess
+
+ADMIN_CLIENTS = client_names("admin")
+HUGE = 268_435_456
+#: librdkafka refuses counts above 100,000 before sending anything; 100,000 is ten times the budget.
+LARGEST_SENT = {"confluent-kafka": 100_000}
+#: A refused request may allocate its response and little else.
+RSS_SLACK = 16 * 1024 * 1024
+
+
+def rss(process: BrokerProcess) -> int:
+    """The broker process's resident set size, in bytes."""
+    pid = process._require_process().pid
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_a_huge_create_topics_is_refused_at_once(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic()
+    before = rss(broker)
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_topic(name, LARGEST_SENT.get(client, HUGE))
+
+    assert refused.value.error == "POLICY_VIOLATION", refused.value
+    assert name not in admin.list_topics()
+    assert not list(broker.data_dir.glob(f"{name}-*"))
+    assert rss(broker) - before < RSS_SLACK, (before, rss(broker))
+    assert broker.running
+
+
+@pytest.mark.parametrize("client", ADMIN_CLIENTS)
+def test_a_huge_create_partitions_is_refused_at_once(broker, topic, client_for, client):
+    admin = client_for(client, broker)
+    name = topic(partitions=2)
+    before = rss(broker)
+
+    with pytest.raises(ClientError) as refused:
+        admin.create_partitions(name, LARGEST_SENT.get(client, HUGE))
+
+    assert refused.value.error == "POLICY_VIOLATION", refused.value
+    assert admin.partitions(name) == [0, 1]
+    assert sorted(path.name for path in broker.data_dir.glob(f"{name}-*")) == [f"{name}-0", f"{name}-1"]
+    assert rss(broker) - before < RSS_SLACK, (before, rss(broker))
+
+
+def test_metadata_stays_prompt_while_ten_thousand_partitions_are_created(broker, topic):
+    small = topic(partitions=1)
+    big = topic()
+    prober = AdminClient({"bootstrap.servers": broker.bootstrap})
+    latencies: list[float] = []
+    creating = threading.Event()
+    created = threading.Event()
+    failures: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            while not created.is_set():
+                started = time.perf_counter()
+                assert list(prober.list_topics(small, timeout=10).topics[small].partitions) == [0]
+                if creating.is_set():
+                    latencies.append(time.perf_counter() - started)
+                time.sleep(0.005)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+
+    prober.list_topics(small, timeout=10)  # connected before the clock starts
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    creating.set()
+    try:
+        ConfluentClient(broker.bootstrap).create_topic(big, 10_000)
+    finally:
+        created.set()
+        thread.join(30)
+
+    assert not failures, failures
+    assert len(latencies) >= 20, latencies
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    assert p99 < 0.050, f"Metadata p99 {p99 * 1000:.1f} ms over {len(latencies)} probes; worst {latencies[-1] * 1000:.1f} ms"
+    assert len(ConfluentClient(broker.bootstrap).partitions(big)) == 10_000
