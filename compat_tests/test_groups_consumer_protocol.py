@@ -279,6 +279,24 @@ def test_regex_subscription_is_resolved_by_the_broker(broker, topic, group):
     assert sorted(consumed_values([member])) == sorted(expected)
 
 
+def test_a_regex_that_backtracks_forever_elsewhere_does_not_stall_the_broker(broker, topic, group):
+    # Matched by a backtracking engine, "(a|aa)*b" against a long name of a's takes longer than the
+    # universe has; the broker's RE2 answers at once and the member reads the topic that matches.
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    admin = ConfluentClient(broker.bootstrap)
+    admin.create_topic("a" * 100 + prefix.replace("rx", "a"), 1)
+    admin.create_topic(f"{prefix}-ok", 1)
+    expected = produce(broker.bootstrap, f"{prefix}-ok", 5, partitions=1)
+    member = Member(broker.bootstrap, group, [f"^((a|aa)*b|{prefix}-ok)"]).start()
+    try:
+        wait_for(lambda: len(member.consumed) >= len(expected), [member], "the matching topic's messages")
+    finally:
+        member.stop()
+    check([member])
+    assert sorted(consumed_values([member])) == sorted(expected)
+    assert admin.partitions(f"{prefix}-ok") == [0]
+
+
 def test_admin_client_lists_and_describes_consumer_groups(broker, topic, group):
     from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient

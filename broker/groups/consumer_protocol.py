@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -93,6 +92,7 @@ from broker.groups.consumer import (
     ConsumerGroupMember,
     MemberState,
     TopicMetadata,
+    TopicRegex,
     compile_topic_regex,
     describe_assignment,
     reconcile,
@@ -222,7 +222,7 @@ class ConsumerGroupProtocol:
         self.assignors = {name: ASSIGNORS[name] for name in names}
         self.default_assignor = names[0]
         self.migration_policy = MigrationPolicy(coordinator.config.group_consumer_migration_policy)
-        self._regexes: dict[str, re.Pattern[str]] = {}
+        self._regexes: dict[str, TopicRegex] = {}
 
     # ================================================================================ heartbeat
 
@@ -533,7 +533,7 @@ class ConsumerGroupProtocol:
 
     # ================================================================================ assignment
 
-    def _regex(self, pattern: str) -> re.Pattern[str]:
+    def _regex(self, pattern: str) -> TopicRegex:
         compiled = self._regexes.get(pattern)
         if compiled is None:
             if len(self._regexes) >= REGEX_CACHE_SIZE:

@@ -123,8 +123,16 @@ def test_regex_subscriptions_use_re2_syntax_on_whole_names():
         with pytest.raises(KafkaError) as raised:
             compile_topic_regex(unsupported)
         assert raised.value.code == ErrorCode.INVALID_REGULAR_EXPRESSION
-    with pytest.raises(KafkaError):
+    with pytest.raises(KafkaError) as raised:
         compile_topic_regex("(unbalanced")
+    assert raised.value.message == "SubscribedTopicRegex '(unbalanced' is invalid: missing ): (unbalanced."
+
+
+def test_a_regex_that_backtracks_exponentially_elsewhere_matches_in_linear_time():
+    # A backtracking engine takes 2**249 steps for this pattern on a 249-character topic name.
+    regex = compile_topic_regex("(a|aa)*b")
+    assert regex.fullmatch("a" * 249) is None
+    assert compile_topic_regex("(a|aa)*").fullmatch("a" * 249)
 
 
 # ============================================================================ assignors
