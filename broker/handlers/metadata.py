@@ -5,10 +5,13 @@ is its only replica and in-sync replica. Topics are named (v0-9) or identified b
 for all topics lists every topic, internal ones included, as Kafka does. Unknown topics are
 auto-created when ``auto.create.topics.enable`` is on and the request allows it (v4+ may forbid it);
 otherwise they come back with UNKNOWN_TOPIC_OR_PARTITION, and invalid names with
-INVALID_TOPIC_EXCEPTION.
+INVALID_TOPIC_EXCEPTION. Auto-creation keeps to the budget of a CreateTopics request: when the unknown
+topics of one request would need more than ``controller.max.records.per.batch`` partitions together,
+none of them is created (they come back UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why.
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
 from broker.handlers.registry import RequestContext, handles
@@ -16,6 +19,8 @@ from broker.topics import Topic
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import MetadataRequest, MetadataResponse
 from wire.protocol import ApiKey
+
+log = logging.getLogger(__name__)
 
 # Authorized operations are reported only when asked for; this sentinel means "not computed".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -35,7 +40,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         # All topics (v0 asks with an empty list; later versions with null).
         topics = [_topic_response(topic) for topic in broker.topics]
     else:
-        allow_auto_create = request.allow_auto_topic_creation
+        allow_auto_create = request.allow_auto_topic_creation and _within_budget(ctx, request.topics)
         for wanted in request.topics:
             topics.append(await _lookup(ctx, wanted, allow_auto_create))
     return Response(
@@ -44,6 +49,21 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         controller_id=broker.node_id,
         topics=topics,
     )
+
+
+def _within_budget(ctx: RequestContext, wanted: list[MetadataRequest.MetadataRequestTopic]) -> bool:
+    """Whether auto-creating the request's unknown topics stays within one request's partition budget."""
+    broker = ctx.broker
+    unknown = {topic.name for topic in wanted if topic.name is not None and broker.topics.get(topic.name) is None}
+    needed = len(unknown) * broker.config.num_partitions
+    if needed <= broker.config.controller_max_records_per_batch:
+        return True
+    log.warning(
+        "not auto-creating the %d unknown topics of a Metadata request from %s (client %r): they would have "
+        "%d partitions, more than controller.max.records.per.batch=%d",
+        len(unknown), ctx.peer, ctx.header.client_id, needed, broker.config.controller_max_records_per_batch,
+    )
+    return False
 
 
 async def _lookup(

@@ -148,6 +148,27 @@ async def test_metadata_auto_creates_topics(client: KafkaClient, broker: Running
     assert response.topics[0].topic_id == broker.broker.topics.get("fresh").topic_id
 
 
+async def test_metadata_auto_creates_no_more_partitions_than_one_request_may(broker_factory):
+    running = await broker_factory({"controller.max.records.per.batch": "4", "num.partitions": "2"})
+    client = await running.client()
+
+    def request(*names: str) -> MetadataRequest:
+        return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                               allow_auto_topic_creation=True)
+
+    # Three unknown topics need six partitions: none is created.
+    response = await client.request(request("a", "b", "c", "a"), 12)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        (name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name in ("a", "b", "c", "a")]
+    assert len(running.broker.topics) == 0
+    # Two of them fit, next to a topic that exists.
+    response = await client.request(request("a", "b"), 12)
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.NONE), ("b", ErrorCode.NONE)]
+    response = await client.request(request("a", "b", "c", "d"), 12)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("a", ErrorCode.NONE), ("b", ErrorCode.NONE), ("c", ErrorCode.NONE), ("d", ErrorCode.NONE)]
+
+
 async def test_corrupt_batch_is_rejected_and_nothing_is_stored(client: KafkaClient, broker: RunningBroker):
     await create_topic(client, "safe")
     await produce(client, "safe", build_batch([SimpleRecord(None, b"kept")]))
