@@ -103,6 +103,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
+    fetch_max_bytes: int = 57_671_680  # the most record bytes one consumer Fetch response carries
     group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -154,6 +155,7 @@ class BrokerConfig:
         config.socket_request_max_bytes = _int(
             props, "socket.request.max.bytes", config.socket_request_max_bytes
         )
+        config.fetch_max_bytes = _int(props, "fetch.max.bytes", config.fetch_max_bytes)
         config.group_initial_rebalance_delay_ms = _int(
             props, "group.initial.rebalance.delay.ms", config.group_initial_rebalance_delay_ms
         )
@@ -185,6 +187,8 @@ class BrokerConfig:
         )
         if config.num_partitions < 1:
             raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
+        if config.fetch_max_bytes < 0:
+            raise ConfigError(f"fetch.max.bytes={config.fetch_max_bytes}: must not be negative")
         if config.controller_max_records_per_batch < 1:
             raise ConfigError(
                 f"controller.max.records.per.batch={config.controller_max_records_per_batch}: must be at least 1"

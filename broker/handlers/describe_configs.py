@@ -288,6 +288,7 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                   "Whether a Metadata request for an unknown topic creates it."),
     "delete.topic.enable": ("delete_topic_enable", ConfigType.BOOLEAN, "Whether DeleteTopics may delete topics."),
     "socket.request.max.bytes": ("socket_request_max_bytes", ConfigType.INT, "Largest request frame accepted."),
+    "fetch.max.bytes": ("fetch_max_bytes", ConfigType.INT, "Most record bytes one Fetch response carries."),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", ConfigType.INT,
                                          "How long a new consumer group waits for another member to arrive before "
                                          "its first rebalance."),

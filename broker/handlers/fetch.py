@@ -2,9 +2,10 @@
 
 Reads whole record batches from each partition's log as file slices; the response sends them with
 ``os.sendfile``, so record data never enters Python. Partitions are named (v4-12) or identified by
-topic id (v13+). The response holds at most ``max_bytes`` of records across partitions and
-``partition_max_bytes`` per partition, except that the first partition with data returns at least one
-whole batch, as Kafka does, so a consumer can always make progress.
+topic id (v13+). The response holds at most ``max_bytes`` of records across partitions (and never
+more than the broker's ``fetch.max.bytes``, 55 MiB by default) and ``partition_max_bytes`` per
+partition, except that the first partition with data returns at least one whole batch, as Kafka
+does, so a consumer can always make progress.
 
 Long polling: if fewer than ``min_bytes`` are available the request waits, up to ``max_wait_ms``, on
 waiters registered with the partitions it reads; an append wakes it, and the read is done again. No
@@ -38,7 +39,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     if request.session_id != NO_SESSION:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
     targets = _resolve(ctx, request)
-    responses, available = _read(targets, request)
+    max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
+    responses, available = _read(targets, request, max_bytes)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
@@ -50,7 +52,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         finally:
             for partition in partitions:
                 partition.remove_waiter(waiter)
-        responses, _ = _read(targets, request)
+        responses, _ = _read(targets, request, max_bytes)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
 
 
@@ -77,9 +79,9 @@ def _flatten(targets: list[Target]):
             yield wanted, wanted_partition, partition
 
 
-def _read(targets: list[Target], request: FetchRequest) -> tuple[list[TopicResponse], int]:
+def _read(targets: list[Target], request: FetchRequest, max_bytes: int) -> tuple[list[TopicResponse], int]:
     """One pass over the requested partitions; returns the responses and the record bytes found."""
-    remaining = request.max_bytes
+    remaining = max_bytes
     read_committed = request.isolation_level == READ_COMMITTED
     total = 0
     responses = []

@@ -169,6 +169,26 @@ async def test_metadata_auto_creates_no_more_partitions_than_one_request_may(bro
         ("a", ErrorCode.NONE), ("b", ErrorCode.NONE), ("c", ErrorCode.NONE), ("d", ErrorCode.NONE)]
 
 
+async def test_fetch_responses_keep_to_the_brokers_fetch_max_bytes(broker_factory):
+    running = await broker_factory({"fetch.max.bytes": "3000"})
+    client = await running.client()
+    await create_topic(client, "capped", 2)
+    for partition in (0, 1):
+        for n in range(4):
+            await produce(client, "capped", build_batch([SimpleRecord(None, bytes(900))]), partition=partition)
+    request = FetchRequest(
+        max_wait_ms=0, min_bytes=1, max_bytes=2**31 - 1,
+        topics=[FetchRequest.FetchTopic(topic="capped", partitions=[
+            FetchRequest.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=2**31 - 1) for p in (0, 1)])],
+    )
+
+    response = await client.request(request, FETCH_VERSION)
+
+    read = [values(p.records) for p in response.responses[0].partitions]
+    # Whole batches (about 970 bytes each) up to 3000 bytes: three of the first partition, none of the second.
+    assert [len(r) for r in read] == [3, 0]
+
+
 async def test_corrupt_batch_is_rejected_and_nothing_is_stored(client: KafkaClient, broker: RunningBroker):
     await create_topic(client, "safe")
     await produce(client, "safe", build_batch([SimpleRecord(None, b"kept")]))
