@@ -21,7 +21,9 @@ depends on the index: never in an offset index, whose entries never point at byt
 index, unless the segment's log is empty.
 
 An index file is created when its first entry is written: until then the index is empty and
-nothing is mapped, so creating many partitions creates no index files.
+nothing is mapped, so creating many partitions creates no index files. A mapping keeps no file
+descriptor (the file is opened, mapped and closed at once), so indexes do not count against the
+process's descriptor limit; each mapped index takes one memory map (``vm.max_map_count``).
 
 Indexes can always be rebuilt from the log, so a file that fails ``sanity_check`` is discarded
 and rebuilt by the caller.
@@ -31,6 +33,7 @@ the segment, so that Fetch can tell read-committed consumers which records to sk
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import struct
@@ -51,19 +54,80 @@ class CorruptIndexError(Exception):
     """An index file is inconsistent with itself or with its segment; rebuild it from the log."""
 
 
-def _map(fd: int, length: int) -> mmap.mmap:
-    mapped = mmap.mmap(fd, length)
-    _advise_random(mapped)
-    return mapped
+class _Mapping:
+    """A shared, writable mapping of ``length`` bytes of the open file ``fd`` that keeps no
+    descriptor of the file: the caller closes ``fd`` right after.
+
+    ``buffer`` holds the bytes (struct ``unpack_from``/``pack_into``, slices, slice assignment);
+    ``close`` unmaps them. Python's ``mmap`` keeps a duplicate of the descriptor for as long as
+    the map lives unless it is told not to (``trackfd=False``, Python 3.13); before 3.13 the map
+    is made with the C library's ``mmap`` and the bytes are a memoryview over it, which ``close``
+    releases before unmapping, so that a later access raises ValueError rather than touching
+    unmapped memory.
+    """
+
+    __slots__ = ("buffer", "_address", "_length", "_array")
+
+    def __init__(self, fd: int, length: int) -> None:
+        self._address: int | None = None
+        self._length = length
+        self._array: ctypes.Array[ctypes.c_char] | None = None
+        self.buffer: mmap.mmap | memoryview
+        if _TRACKFD:
+            mapped = mmap.mmap(fd, length, trackfd=False)  # type: ignore[call-arg]
+            if hasattr(mmap, "MADV_RANDOM"):
+                mapped.madvise(mmap.MADV_RANDOM)
+            self.buffer = mapped
+            return
+        address = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"cannot map {length} bytes: {os.strerror(errno)}")
+        self._address = address
+        _libc.madvise(address, length, _MADV_RANDOM)
+        self._array = (ctypes.c_char * length).from_address(address)
+        self.buffer = memoryview(self._array).cast("B")
+
+    def close(self) -> None:
+        if self._address is None:
+            self.buffer.close()  # type: ignore[union-attr]
+            return
+        self.buffer.release()  # type: ignore[union-attr]
+        # A view taken from the buffer and still alive holds the array: leave the memory mapped.
+        if sys.getrefcount(self._array) > 2:
+            return
+        self._array = None
+        address, self._address = self._address, None
+        _libc.munmap(address, self._length)
 
 
-def _advise_random(mapped: mmap.mmap) -> None:
-    """Index pages are touched one at a time (appends, bisection): tell the kernel not to read
-    ahead. Without this the first fault on a fresh, mostly sparse index reads ahead up to the
+_TRACKFD = sys.version_info >= (3, 13)
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.madvise.restype = ctypes.c_int
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def _map(path: Path, length: int, *, create: bool = False) -> _Mapping:
+    """Map the first ``length`` bytes of the file at ``path`` (sized to ``length`` first with
+    ``create``, which also creates it) and close its descriptor.
+
+    Index pages are touched one at a time (appends, bisection), so the kernel is told not to read
+    ahead: without that the first fault on a fresh, mostly sparse index reads ahead up to the
     device's read-ahead window (megabytes of zero-filled page cache per index), which makes the
     first entry of each partition's index cost milliseconds."""
-    if hasattr(mmap, "MADV_RANDOM"):  # not on every platform
-        mapped.madvise(mmap.MADV_RANDOM)
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+    try:
+        if create:
+            os.ftruncate(fd, length)
+        return _Mapping(fd, length)
+    finally:
+        os.close(fd)
 
 
 class _MappedIndex:
@@ -82,7 +146,9 @@ class _MappedIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_index_bytes = max_index_bytes
-        self._mmap: mmap.mmap | None = None
+        # The mapping, and its bytes (``_mmap``, what entries are read from and written to).
+        self._mapping: _Mapping | None = None
+        self._mmap: mmap.mmap | memoryview | None = None
         self._closed = False
         try:
             fd = os.open(path, os.O_RDWR)
@@ -98,35 +164,41 @@ class _MappedIndex:
         try:
             self.length = os.fstat(fd).st_size
             if self.length > 0:
-                self._mmap = _map(fd, self.length)
+                self._set_mapping(_Mapping(fd, self.length))
         finally:
             os.close(fd)
         self.file_exists = True
         self.max_entries = self.length // self.entry_size
         self.entries = self._entries_before_zero_fill()
 
-    def _writable_map(self) -> mmap.mmap:
-        """The mapping entries are written to; creates the file on the first write."""
+    def _set_mapping(self, mapping: _Mapping | None) -> None:
+        self._mapping = mapping
+        self._mmap = mapping.buffer if mapping is not None else None
+
+    def _unmap(self) -> None:
+        mapping = self._mapping
+        self._set_mapping(None)
+        if mapping is not None:
+            mapping.close()
+
+    def _writable_map(self) -> mmap.mmap | memoryview:
+        """The bytes entries are written to; creates the file on the first write."""
         if self._mmap is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.ftruncate(fd, self.length)
-                self._mmap = _map(fd, self.length)
-            finally:
-                os.close(fd)
+            self._set_mapping(_map(self.path, self.length, create=True))
             self.file_exists = True
-        return self._mmap
+        return self._mmap  # type: ignore[return-value]
 
     def create_file(self) -> None:
         """Make sure the file exists on disk (holding the current entries), even with none."""
         if not self.file_exists:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.ftruncate(fd, self.length)
-                if self.length > 0:
-                    self._mmap = _map(fd, self.length)
-            finally:
-                os.close(fd)
+            if self.length > 0:
+                self._set_mapping(_map(self.path, self.length, create=True))
+            else:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
             self.file_exists = True
 
     def _round_down(self, size: int) -> int:
@@ -134,7 +206,7 @@ class _MappedIndex:
 
     def _slot_is_zero(self, slot: int) -> bool:
         start = slot * self.entry_size
-        return self._mmap[start : start + self.entry_size] == bytes(self.entry_size)  # type: ignore[index]
+        return not any(self._mmap[start : start + self.entry_size])  # type: ignore[index]
 
     def _entries_before_zero_fill(self) -> int:
         """The entries of a file found on disk: the slots before the first all-zero slot after
@@ -175,20 +247,10 @@ class _MappedIndex:
         if new_length == self.length:
             return False
         if self.file_exists:  # otherwise the file is created with the new length when written to
-            if self._mmap is not None and new_length > 0:
-                self._mmap.resize(new_length)
-                _advise_random(self._mmap)
-            else:
-                if self._mmap is not None:
-                    self._mmap.close()
-                    self._mmap = None
-                os.truncate(self.path, new_length)
-                if new_length > 0:
-                    fd = os.open(self.path, os.O_RDWR)
-                    try:
-                        self._mmap = _map(fd, new_length)
-                    finally:
-                        os.close(fd)
+            self._unmap()
+            os.truncate(self.path, new_length)
+            if new_length > 0:
+                self._set_mapping(_map(self.path, new_length))
         self.length = new_length
         self.max_entries = new_length // self.entry_size
         self.entries = min(self.entries, self.max_entries)
@@ -218,9 +280,7 @@ class _MappedIndex:
     def close_handler(self) -> None:
         """Unmap without trimming."""
         self._closed = True
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
 
     def _check_length(self) -> None:
         if self.length % self.entry_size != 0:
@@ -248,7 +308,9 @@ class OffsetIndex(_MappedIndex):
 
     def _columns(self) -> tuple[array[int], array[int]]:
         if self._relative_offsets is None or self._positions is None:
-            flat = array("i", self._mmap[: self.entries * 8] if self._mmap is not None else b"")
+            flat = array("i")
+            if self._mmap is not None:
+                flat.frombytes(self._mmap[: self.entries * 8])
             if sys.byteorder == "little":
                 flat.byteswap()
             self._relative_offsets, self._positions = flat[0::2], flat[1::2]
