@@ -488,13 +488,18 @@ class Log:
     def _write(
         self, data: bytearray | memoryview | bytes, batches: list[AppendedBatch], now_ms: int, *, first_offset: int | None = None
     ) -> None:
-        segment = self._maybe_roll(
-            len(data),
-            max_timestamp=max(batch.max_timestamp for batch in batches),
-            max_offset=batches[-1].last_offset,
-            first_offset=self._log_end_offset if first_offset is None else first_offset,
-            now_ms=now_ms,
-        )
+        try:
+            segment = self._maybe_roll(
+                len(data),
+                max_timestamp=max(batch.max_timestamp for batch in batches),
+                max_offset=batches[-1].last_offset,
+                first_offset=self._log_end_offset if first_offset is None else first_offset,
+                now_ms=now_ms,
+            )
+        except OSError as e:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"rolling a new segment of {self.topic}-{self.partition} failed: {e}"
+            ) from e
         try:
             segment.append(data, batches)
         except OSError as e:
@@ -552,13 +557,18 @@ class Log:
             if path.exists():
                 logger.warning("newly rolled segment file %s already exists; deleting it first", path)
                 path.unlink()
-        active.on_become_inactive()
+        # The new segment's file first: should it fail (out of descriptors), nothing has changed.
         segment = LogSegment(self.dir, new_base, self.config, now_ms=now, roll_jitter_ms=self._roll_jitter_ms())
+        active.on_become_inactive()
         self._segments.append(segment)
         self._base_offsets.append(new_base)
         # Flushed with the segment it follows (due_flush), as Kafka does since 3.5: a crash before
-        # that leaves at worst a torn snapshot, which loading skips for an older one.
-        self.producer_state.take_snapshot(new_base, sync=False)
+        # that leaves at worst a torn snapshot, which loading skips for an older one. Without it,
+        # loading replays the batches from an older snapshot instead.
+        try:
+            self.producer_state.take_snapshot(new_base, sync=False)
+        except OSError as e:
+            logger.warning("%s: could not snapshot the producer state at offset %d: %s", self.dir, new_base, e)
         active.release_indexes()
         return segment
 
@@ -597,23 +607,31 @@ class Log:
         records = None
         aborted: list[AbortedTxn] | None = [] if include_aborted_transactions else None
         if offset < bound and (max_bytes > 0 or min_one_batch):
-            index = self._segment_index(offset)
-            for i in range(index, len(self._segments)):
-                segment = self._segments[i]
-                if segment.base_offset >= bound:
+            try:
+                index = self._segment_index(offset)
+                for i in range(index, len(self._segments)):
+                    segment = self._segments[i]
+                    if segment.base_offset >= bound:
+                        break
+                    first = segment.translate_offset(offset)
+                    if first is None:
+                        continue
+                    end_position = None
+                    if bound < log_end_offset and (
+                        i + 1 == len(self._segments) or bound < self._base_offsets[i + 1]
+                    ):
+                        end_position = self._position_bound(segment, bound)
+                    records = segment.slice_from(
+                        first, max_bytes, end_position=end_position, min_one_batch=min_one_batch
+                    )
+                    if records is not None and aborted is not None:
+                        aborted = self._aborted_transactions(i, offset, records.position + records.size)
                     break
-                first = segment.translate_offset(offset)
-                if first is None:
-                    continue
-                end_position = None
-                if bound < log_end_offset and (i + 1 == len(self._segments) or bound < self._base_offsets[i + 1]):
-                    end_position = self._position_bound(segment, bound)
-                records = segment.slice_from(
-                    first, max_bytes, end_position=end_position, min_one_batch=min_one_batch
-                )
-                if records is not None and aborted is not None:
-                    aborted = self._aborted_transactions(i, offset, records.position + records.size)
-                break
+            except OSError as e:  # a segment that cannot be opened for reading (out of descriptors)
+                raise KafkaError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"reading offset {offset} of {self.topic}-{self.partition} failed: {e}",
+                ) from e
         return FetchInfo(
             records=records,
             high_watermark=self._high_watermark,
@@ -1025,6 +1043,8 @@ class _LogLoader:
         recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         for segment in segments[:-1]:
             segment.release_indexes()
+            segment.release_file()
+        segments[-1].open_for_append()  # the active segment keeps its descriptor
         segments[-1].resize_indexes(self.config.segment_index_bytes)
 
         self.leader_epoch_cache.truncate_from_end(log_end_offset)
@@ -1126,7 +1146,10 @@ class _LogLoader:
             first_recovered = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         segments = []
         for i, base_offset in enumerate(bases):
-            segment = LogSegment(self.dir, base_offset, self.config, now_ms=self.now_ms)
+            # Only the last segment is written to: the others open their files when read.
+            segment = LogSegment(
+                self.dir, base_offset, self.config, now_ms=self.now_ms, active=i == len(bases) - 1
+            )
             if i < first_recovered:
                 try:
                     segment.sanity_check()

@@ -23,9 +23,10 @@ durable together, with one fsync of the data directory for all of them; ``prepar
 ``LogCreation.run`` and ``add_created`` are the same in three steps, the file work in a thread of
 the caller's choosing.
 
-Files of deleted partitions and segments may still be referenced by reads in flight (file slices
-waiting to be sent), so their descriptors stay open for ``file.delete.delay.ms``;
-``delete_expired_files`` (also run by ``checkpoint``) closes them once that has passed.
+The logs of deleted partitions and the files of deleted segments are let go of once
+``file.delete.delay.ms`` has passed (``delete_expired_files``, also run by ``checkpoint``). Reads
+in flight never depend on that delay: a file slice waiting to be sent holds the descriptor it
+reads from, which closes when the slice is gone (see ``storage.open_files``).
 """
 from __future__ import annotations
 

@@ -5,6 +5,11 @@ starting at the segment's base offset. Only batch headers are ever read on the h
 finds its starting batch through the offset index and a short forward scan of headers, and returns
 a ``FileSlice`` of whole batches that the broker sends with ``sendfile``.
 
+Only the segment being written (the active one) keeps a descriptor of its ``.log`` file open; a
+segment that is no longer written to opens one for reading when it is read, from the process-wide
+cache of readers in ``storage.open_files``, which keeps a bounded number of them open. Slices
+handed out hold the descriptor they read from, which stays open until they are gone.
+
 Every ``index.interval.bytes`` of appended data, the segment adds an offset index entry for the
 batch being appended (its last offset and its byte position) and a time index entry with the
 largest timestamp seen so far. Indexes are opened lazily, so a broker with many old segments maps
@@ -21,11 +26,12 @@ import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from storage import files
 from storage.config import LogConfig
 from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
+from storage.open_files import READERS, LogFile
 from wire.chunks import FileSlice
 from wire.errors import ErrorCode, KafkaError
 from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, BatchScan, RecordBatch, TimestampType
@@ -39,6 +45,10 @@ _MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _BATCH_LENGTH = struct.Struct(">i")
 _SCAN_CHUNK = 16 * 1024
 _READ_CHUNK = 1024 * 1024
+
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
 
 
 class BatchPosition(NamedTuple):
@@ -65,7 +75,12 @@ class AppendedBatch(NamedTuple):
 
 
 class LogSegment:
-    """A ``.log`` file with its ``.index`` and ``.timeindex``, named after ``base_offset``."""
+    """A ``.log`` file with its ``.index`` and ``.timeindex``, named after ``base_offset``.
+
+    An ``active`` segment (the default) creates its ``.log`` file if needed and keeps it open for
+    appending; an inactive one only looks at its size, and opens the file when it is read (or
+    appended to again, after a truncation makes it the last segment of its log).
+    """
 
     def __init__(
         self,
@@ -76,6 +91,7 @@ class LogSegment:
         now_ms: int,
         suffix: str = "",
         roll_jitter_ms: int = 0,
+        active: bool = True,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -87,9 +103,14 @@ class LogSegment:
         self.offset_index_path = files.offset_index_file(directory, base_offset, suffix)
         self.time_index_path = files.time_index_file(directory, base_offset, suffix)
         self.txn_index = TransactionIndex(files.txn_index_file(directory, base_offset, suffix))
-        # Unbuffered, append-only writes; reads go through pread on the descriptor.
-        self.file = open(self.log_path, "ab+", buffering=0)
-        self.size = os.fstat(self.file.fileno()).st_size
+        # The descriptor appends go to (and reads, while it is open); None when not active.
+        self._file: LogFile | None = None
+        self._closed = False
+        if active:
+            self._file = LogFile(self.log_path, writable=True)
+            self.size = os.fstat(self._file.fd).st_size
+        else:
+            self.size = os.stat(self.log_path).st_size
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._max_timestamp_and_offset: tuple[int, int] | None = None
@@ -102,6 +123,46 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path})"
+
+    # -- the .log descriptor -----------------------------------------------------------------------
+
+    @property
+    def file(self) -> LogFile:
+        """The descriptor reads go through: the segment's own while it is active, otherwise its
+        reader from the process-wide cache, opened now if the cache does not hold it (OSError
+        when it cannot be opened). Hold the returned object, not its number, while reading."""
+        file = self._file
+        if file is not None:
+            return file
+        if self._closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return READERS.get(self, self.log_path)
+
+    @property
+    def holds_descriptor(self) -> bool:
+        """Whether the segment keeps a descriptor of its own open (it is being written to)."""
+        return self._file is not None
+
+    def open_for_append(self) -> LogFile:
+        """The descriptor appends go to, opened if the segment does not hold it."""
+        file = self._file
+        if file is None:
+            if self._closed:
+                raise ValueError(f"segment {self.log_path} is closed")
+            file = self._file = LogFile(self.log_path, writable=True)
+            READERS.discard(self)
+        return file
+
+    def release_file(self) -> None:
+        """Stop keeping a descriptor open: the segment is no longer written to. Slices already
+        handed out keep theirs until they are gone."""
+        self._file = None
+
+    def _truncate_file(self, size: int) -> None:
+        if self._file is not None:
+            os.ftruncate(self._file.fd, size)
+        else:
+            os.truncate(self.log_path, size)
 
     # -- indexes ---------------------------------------------------------------------------------
 
@@ -223,7 +284,7 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(batch.max_timestamp for batch in batches)
-        _write_all(self.file.fileno(), data)
+        _write_all(self.open_for_append().fd, data)
         self.size += len(data)
         max_timestamp, offset_of_max_timestamp = self.max_timestamp_and_offset
         offset_index, time_index = self.offset_index, self.time_index
@@ -241,17 +302,19 @@ class LogSegment:
         self._max_timestamp_and_offset = (max_timestamp, offset_of_max_timestamp)
 
     def on_become_inactive(self) -> None:
-        """The segment was rolled: record its final max timestamp and trim the indexes."""
+        """The segment was rolled: record its final max timestamp, trim the indexes and let its
+        descriptor go (reads open one on demand)."""
         max_timestamp, offset = self.max_timestamp_and_offset
         self.time_index.maybe_append(max_timestamp, offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_file()
 
     # -- reading ---------------------------------------------------------------------------------
 
     def batch_positions(self, start: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
         """The batches from byte ``start`` (a batch boundary) up to ``end``, read header by header."""
-        return scan_batches(self.file.fileno(), start, self.size if end is None else end, self.log_path)
+        return scan_batches(self.file, start, self.size if end is None else end, self.log_path)
 
     def _last_batch_from(self, position: int) -> BatchPosition | None:
         last = None
@@ -290,9 +353,10 @@ class LogSegment:
             return None
         if first.size > max_bytes:
             return FileSlice(self.file, first.position, first.size) if min_one_batch else None
+        file = self.file
         limit = first.position + max_bytes
         if limit >= end_position:
-            return FileSlice(self.file, first.position, end_position - first.position)
+            return FileSlice(file, first.position, end_position - first.position)
         # Every batch before the last indexed batch starting at or below the limit fits whole:
         # scan forward from there.
         end = max(self.offset_index.lookup_position(limit)[1], first.end)
@@ -300,7 +364,7 @@ class LogSegment:
             if batch.end > limit:
                 break
             end = batch.end
-        return FileSlice(self.file, first.position, end - first.position)
+        return FileSlice(file, first.position, end - first.position)
 
     def upper_bound_offset(self, position: int) -> int | None:
         """An offset at or after the batch beginning at byte ``position`` (from the index); None
@@ -316,11 +380,13 @@ class LogSegment:
 
     def read_batch(self, batch: BatchPosition) -> RecordBatch:
         """The whole batch, read into memory (for the rare paths that decode records)."""
-        return RecordBatch(os.pread(self.file.fileno(), batch.size, batch.position))
+        file = self.file
+        return RecordBatch(os.pread(file.fd, batch.size, batch.position))
 
     def record_batches(self, start: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """``(position, batch)`` for every batch from byte ``start``, read in large chunks."""
-        fd = self.file.fileno()
+        file = self.file  # held while the batches are read
+        fd = file.fd
         position = start
         while position < self.size:
             chunk = os.pread(fd, min(_READ_CHUNK, self.size - position), position)
@@ -385,7 +451,8 @@ class LogSegment:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
-        fd = self.file.fileno()
+        file = self.file  # held while the segment is read
+        fd = file.fd
         file_size = self.size
         valid_bytes = last_index_entry = 0
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
@@ -438,7 +505,7 @@ class LogSegment:
                 "segment %s: truncating %d invalid bytes at byte %d: %s",
                 self.log_path, truncated, valid_bytes, problem or "incomplete batch",
             )
-            os.ftruncate(fd, valid_bytes)
+            self._truncate_file(valid_bytes)
             self.size = valid_bytes
         self.txn_index.truncate_to(previous_last_offset + 1)
         offset_index.trim_to_valid_size()
@@ -459,7 +526,7 @@ class LogSegment:
         if batch is None:
             return 0
         removed = self.size - batch.position
-        os.ftruncate(self.file.fileno(), batch.position)
+        self._truncate_file(batch.position)
         self.size = batch.position
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
@@ -495,22 +562,28 @@ class LogSegment:
             self._time_index.path = self.time_index_path
 
     def close(self) -> None:
-        """Record the final max timestamp, trim the indexes and close every file."""
-        if self.file.closed:
+        """Record the final max timestamp, trim the indexes and let the ``.log`` descriptors go
+        (slices already handed out keep theirs until they are gone)."""
+        if self._closed:
             return
         # An inactive segment got its final time index entry when it stopped being active.
         if self._time_index is not None and self.max_timestamp != NO_TIMESTAMP:
             self._time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.release_indexes()
-        self.file.close()
+        self._close_files()
 
     def close_handles(self) -> None:
-        """Unmap the indexes and close the ``.log`` file without touching anything on disk."""
+        """Unmap the indexes and let the ``.log`` descriptors go, without touching anything on disk."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_handler()
         self._offset_index = self._time_index = None
-        self.file.close()
+        self._close_files()
+
+    def _close_files(self) -> None:
+        self._closed = True
+        self._file = None
+        READERS.discard(self)
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
@@ -519,9 +592,10 @@ class LogSegment:
             path.unlink(missing_ok=True)
 
 
-def scan_batches(fd: int, start: int, end: int, path: Path) -> Iterator[BatchPosition]:
-    """The batches of the open ``.log`` file ``fd`` from byte ``start`` up to ``end``, from their
-    headers, read a chunk at a time."""
+def scan_batches(file: _HasFileno, start: int, end: int, path: Path) -> Iterator[BatchPosition]:
+    """The batches of the open ``.log`` file ``file`` (held while they are read) from byte
+    ``start`` up to ``end``, from their headers, read a chunk at a time."""
+    fd = file.fileno()
     buffer = b""
     buffer_start = position = start
     while position < end:
@@ -545,7 +619,7 @@ def next_offset_in_file(path: Path, base_offset: int) -> int:
     """The offset after the last batch of the ``.log`` file at ``path`` (``base_offset`` if empty)."""
     with open(path, "rb", buffering=0) as file:
         last = None
-        for last in scan_batches(file.fileno(), 0, os.fstat(file.fileno()).st_size, path):
+        for last in scan_batches(file, 0, os.fstat(file.fileno()).st_size, path):
             pass
     return last.last_offset + 1 if last is not None else base_offset
 

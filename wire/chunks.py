@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import BinaryIO, Union
+from typing import Protocol, Union
+
+
+class OpenFile(Protocol):
+    """Anything with an open descriptor: a file object, or storage's ``LogFile``."""
+
+    def fileno(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:
     """``size`` bytes of ``file`` starting at ``position``; the file stays open while referenced."""
 
-    file: BinaryIO
+    file: OpenFile
     position: int
     size: int
 

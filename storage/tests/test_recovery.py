@@ -25,10 +25,7 @@ def _filled_log(tmp_path: Path, make_batch, batches: int = 30, config: LogConfig
 def _crash(log: Log) -> None:
     """Drop the log without closing it cleanly: what a killed process leaves behind."""
     for segment in log.segments:
-        for index in (segment._offset_index, segment._time_index):
-            if index is not None:
-                index.close_handler()
-        segment.file.close()
+        segment.close_handles()  # unmaps the indexes untrimmed, lets the descriptors go
 
 
 def _contents(log: Log) -> list[tuple[int, int]]:

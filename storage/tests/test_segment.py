@@ -212,7 +212,7 @@ def test_record_batches_report_a_garbled_header(tmp_path: Path, make_batch) -> N
     segment = _segment(tmp_path)
     _fill(segment, make_batch, 2)
     garbage = bytes(RECORD_BATCH_OVERHEAD)  # a batch length of 0
-    segment.file.write(garbage)
+    os.write(segment.file.fd, garbage)
     segment.size += len(garbage)
     with pytest.raises(KafkaError, match=f"no valid batch header at byte {segment.size - len(garbage)}"):
         list(segment.record_batches())
