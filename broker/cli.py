@@ -7,6 +7,9 @@
 
 When the broker is ready it prints one line to stdout, ``trafka ready: bootstrap=HOST:PORT ...``,
 which scripts and test fixtures wait for. SIGINT and SIGTERM shut it down cleanly.
+
+As the JVM does for Kafka, the broker raises its soft limit on open files to the hard limit at
+start; each partition holds one descriptor (see ``broker.descriptors``).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ try:
     import trio
 
     from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
+    from broker.descriptors import raise_limit
     from broker.server import Server
     from wire.errors import KafkaError
 finally:
@@ -119,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trafka: {exc}", file=sys.stderr)
         return 2
     gc.freeze()
+    before, after = raise_limit()
+    if after != before:
+        log.info("raised the file descriptor limit from %d to %d (the hard limit)", before, after)
     temp_dir = None
     if args.ephemeral:
         temp_dir = tempfile.mkdtemp(prefix="trafka-")

@@ -4,6 +4,8 @@
 then forceful: listeners close at once, each connection finishes and answers the request in hand but
 reads no new one, and whatever is still running when ``shutdown_timeout_s`` has passed is cancelled.
 The broker's state (logs, checkpoints) is closed last, after every connection is gone.
+Once the logs are loaded, one line says the file descriptor limit and about how many more
+partitions it allows (``broker.descriptors``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import trio
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.connection import ClientConnection
+from broker.descriptors import current_budget
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class Server:
             self.broker = broker = Broker(config)
             try:
                 await broker.start()
+                log.info("%s", current_budget().describe(sum(len(t.partitions) for t in broker.topics)))
                 async with trio.open_nursery() as connections:
                     await connections.start(broker.run_background)
                     async with trio.open_nursery() as accepting:

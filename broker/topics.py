@@ -4,6 +4,8 @@ Topic names follow Kafka's rules (1-249 characters from ``[a-zA-Z0-9._-]``, not 
 not colliding with an existing topic once ``.`` and ``_`` are treated alike). Each topic has a UUID
 topic id, a partition count and its own configs over the broker's defaults, all kept in the storage
 catalog so they survive restarts. This broker is the only one, so it leads every partition.
+New partitions must fit in the process's file descriptor limit (``broker.descriptors``): a change
+that would not fit is refused whole, before anything is created.
 
 Creating, growing and deleting topics are serialized, one change at a time. The catalog and the
 files of new partitions are written and synced in a worker thread (a thousand partitions take about
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 import trio
 
 from broker.config import BrokerConfig
+from broker.descriptors import check_new_partitions
 from broker.partition import Partition
 from storage.config import LogConfig
 from storage.log import Log as StorageLog
@@ -217,6 +220,7 @@ class TopicManager:
                 )
             topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
             log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
+            check_new_partitions(num_partitions)
             topic = Topic(name, new_topic_id(), topic_configs, log_config)
             if validate_only:
                 return topic
@@ -282,6 +286,7 @@ class TopicManager:
             )
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        check_new_partitions(count - current)
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count, save=False)

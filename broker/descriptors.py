@@ -1,0 +1,121 @@
+"""File descriptors: the process's limit, and whether new partitions fit in it.
+
+A partition holds one descriptor, its active segment's ``.log`` file: index files are mapped with
+no descriptor kept, and segments no longer written to are opened for reads on demand through a
+bounded cache (``storage.open_files``). Besides its partitions the broker needs descriptors for
+client connections, that cache of readers, and the files flushes and checkpoints open for a
+moment; ``RESERVE`` keeps room for them.
+
+At start-up the soft limit is raised to the hard limit, as the JVM does for Kafka, and the broker
+logs the limit and about how many partitions it allows. Topic creation and partition growth check
+that the new partitions fit before creating anything, and refuse the whole request otherwise with
+POLICY_VIOLATION (as Kafka refuses a CreateTopics over its partition limits), naming the limit.
+"""
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+
+from storage.open_files import READER_CACHE_SIZE
+from wire.errors import ErrorCode, KafkaError
+
+#: Descriptors each partition holds.
+DESCRIPTORS_PER_PARTITION = 1
+#: Room kept for client connections and the files opened for a moment (flushes, checkpoints).
+CONNECTION_RESERVE = 256
+#: Descriptors never given to partitions.
+RESERVE = READER_CACHE_SIZE + CONNECTION_RESERVE
+#: The hard limit set where the kernel reports none (Linux's default fs.nr_open).
+_NR_OPEN_DEFAULT = 1_048_576
+#: What Kafka's documentation advises as a starting point for a broker.
+ADVISED_LIMIT = 100_000
+
+
+def raise_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit before and after
+    (unchanged when it cannot be raised)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = _nr_open() if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return soft, soft
+        return soft, target
+    return soft, soft
+
+
+def _nr_open() -> int:
+    try:
+        with open("/proc/sys/fs/nr_open") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return _NR_OPEN_DEFAULT
+
+
+def descriptor_limit() -> int:
+    """The soft RLIMIT_NOFILE: the most descriptors this process may hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return _nr_open() if soft == resource.RLIM_INFINITY else soft
+
+
+def descriptors_in_use() -> int:
+    """How many descriptors the process holds now (0 where the system does not tell)."""
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return max(len(os.listdir(directory)) - 1, 0)  # less the one listing the directory
+        except OSError:
+            continue
+    return 0
+
+
+@dataclass(frozen=True)
+class DescriptorBudget:
+    """The limit, the descriptors in use, and what is left for new partitions."""
+
+    limit: int
+    in_use: int
+    reserve: int = RESERVE
+
+    @property
+    def left(self) -> int:
+        """Descriptors new partitions may take."""
+        return max(self.limit - self.in_use - self.reserve, 0)
+
+    @property
+    def partitions_left(self) -> int:
+        return self.left // DESCRIPTORS_PER_PARTITION
+
+    def describe(self, partitions: int) -> str:
+        """One line for the start-up log."""
+        return (
+            f"file descriptors: limit {self.limit} (ulimit -n), {self.in_use} in use by {partitions} partitions "
+            f"and the broker, {self.reserve} kept for connections and reads: room for about "
+            f"{self.partitions_left} more partitions ({DESCRIPTORS_PER_PARTITION} descriptor each)"
+        )
+
+    def check(self, new_partitions: int) -> None:
+        """Raise KafkaError(POLICY_VIOLATION) unless ``new_partitions`` more partitions fit."""
+        needed = new_partitions * DESCRIPTORS_PER_PARTITION
+        if needed <= self.left:
+            return
+        advice = f"Kafka's documentation advises at least {ADVISED_LIMIT}" if self.limit < ADVISED_LIMIT else (
+            "each partition holds one"
+        )
+        raise KafkaError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Creating {new_partitions} partitions needs about {needed} more file descriptors; this broker "
+            f"has {self.left} left of its limit of {self.limit} (ulimit -n), {self.reserve} of them kept for "
+            f"connections and reads. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit; {advice}) "
+            f"and restart the broker, or create fewer partitions.",
+        )
+
+
+def current_budget() -> DescriptorBudget:
+    return DescriptorBudget(descriptor_limit(), descriptors_in_use())
+
+
+def check_new_partitions(count: int) -> None:
+    """Refuse (POLICY_VIOLATION) ``count`` new partitions that would not fit in the descriptor limit."""
+    current_budget().check(count)
