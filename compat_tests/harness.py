@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -39,10 +40,13 @@ class BrokerProcess:
     #: Every broker started by the tests, so that a failing test can print their logs.
     started: list[BrokerProcess] = []
 
-    def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "broker"):
+    def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "broker",
+                 max_open_files: int | None = None):
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.name = name
+        #: The child's RLIMIT_NOFILE (soft and hard) when set; otherwise it inherits this process's.
+        self.max_open_files = max_open_files
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.stderr.log"
         self.host = BIND_HOST
         self.port = 0
@@ -73,6 +77,7 @@ class BrokerProcess:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
                 cwd=SOURCE_ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=self._limit_open_files if self.max_open_files is not None else None,
             )
         threading.Thread(target=self._read_stdout, args=(self._process,), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -84,6 +89,14 @@ class BrokerProcess:
                 self.kill()
                 raise BrokerStartError(f"{self.name} printed no ready line in {START_TIMEOUT} s\n{self.log_tail()}")
         return self
+
+    def _limit_open_files(self) -> None:
+        """Runs in the child before it starts the broker."""
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_open_files, self.max_open_files))
+
+    @property
+    def pid(self) -> int:
+        return self._require_process().pid
 
     def _read_stdout(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
