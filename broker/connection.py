@@ -7,6 +7,10 @@ leaves through ``os.sendfile``: the response is a list of chunks, and file slice
 the page cache to the socket without passing through Python (slices under ``SENDFILE_MIN`` are read
 and sent with the rest of the response, which costs less than the extra system calls).
 
+A request frame over ``DECODE_IN_PLACE_LIMIT`` is decoded in a worker thread, and its response encoded
+there too: a client that sends megabytes of arrays (a Metadata request naming a million topics) waits
+for them alone, and the event loop goes on serving everyone else meanwhile.
+
 A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
 log line that says why; the broker goes on serving everyone else.
 """
@@ -23,7 +27,7 @@ from broker.handlers import REGISTRY, CloseConnection, RequestContext
 from broker.handlers.api_versions import api_versions_response
 from wire.chunks import Chunk, FileSlice
 from wire.errors import ErrorCode
-from wire.connection import NEED_DATA, ProtocolError, ServerConnection, UnsupportedVersion
+from wire.connection import NEED_DATA, ProtocolError, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -36,6 +40,8 @@ GATHER_LIMIT = 64 * 1024
 # File slices below this size are read and gathered too: one pread and one send cost less than a
 # send, a sendfile and a send (and the client gets the response in one segment, not three).
 SENDFILE_MIN = 16 * 1024
+# Request frames above this size are decoded, and their responses encoded, in a worker thread.
+DECODE_IN_PLACE_LIMIT = 1024 * 1024
 
 
 class ClientConnection:
@@ -49,7 +55,9 @@ class ClientConnection:
         except OSError:
             self.peer = "?"
         self.protocol = ServerConnection(
-            max_frame_size=broker.config.socket_request_max_bytes, supported=REGISTRY.served_versions()
+            max_frame_size=broker.config.socket_request_max_bytes,
+            supported=REGISTRY.served_versions(),
+            decode_in_place_limit=DECODE_IN_PLACE_LIMIT,
         )
         self._draining = False
         self._receive_scope: trio.CancelScope | None = None
@@ -90,6 +98,8 @@ class ClientConnection:
             if isinstance(event, UnsupportedVersion):
                 await self._unsupported_version(event)
                 continue
+            if isinstance(event, UndecodedRequest):
+                event = await trio.to_thread.run_sync(event.decode)
             header, request = event.header, event.body
             handler = REGISTRY.get(header.api_key)
             ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
@@ -108,8 +118,13 @@ class ClientConnection:
                     header.correlation_id,
                 )
                 return
-            if response is not None:
-                await self.send_chunks(protocol.send_response(header, response))
+            if response is None:
+                continue
+            if event.size > DECODE_IN_PLACE_LIMIT:
+                chunks = await trio.to_thread.run_sync(protocol.send_response, header, response)
+            else:
+                chunks = protocol.send_response(header, response)
+            await self.send_chunks(chunks)
 
     async def _unsupported_version(self, event: UnsupportedVersion) -> None:
         header = event.header

@@ -5,11 +5,15 @@ and a large topic creation leaves the broker answering everyone else.
   librdkafka sends at most 100,000) are refused at once with POLICY_VIOLATION through every admin
   client, nothing is created, and the broker's memory stays where it was;
 * while a topic of 10,000 partitions (the most one request may create) is being created, Metadata
-  requests from another client keep being answered promptly.
+  requests from another client keep being answered promptly;
+* while a 25 MB request naming a million topics is decoded, handled and answered, other clients are
+  served.
 """
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 
@@ -104,3 +108,70 @@ def test_metadata_stays_prompt_while_ten_thousand_partitions_are_created(broker,
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     assert p99 < 0.050, f"Metadata p99 {p99 * 1000:.1f} ms over {len(latencies)} probes; worst {latencies[-1] * 1000:.1f} ms"
     assert len(ConfluentClient(broker.bootstrap).partitions(big)) == 10_000
+
+
+def _frame(request, version: int, correlation_id: int) -> bytes:
+    from wire.primitives import Writer
+    from wire.protocol import RequestHeader, encode_request_header
+
+    writer = Writer()
+    encode_request_header(writer, RequestHeader(request.API_KEY, version, correlation_id, "budget-test"))
+    request.encode_into(writer, version)
+    return struct.pack(">i", len(writer)) + writer.to_bytes()
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(count: int) -> bytes:
+        data = bytearray()
+        while len(data) < count:
+            chunk = sock.recv(min(count - len(data), 1 << 20))
+            if not chunk:
+                raise EOFError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_other_clients_are_served_while_a_request_naming_a_million_topics_is_handled(broker, topic):
+    from wire.messages import MetadataRequest, MetadataResponse
+    from wire.protocol import decode_response_header
+
+    small = topic(partitions=1)
+    names = [f"absent-{i}" for i in range(1_000_000)]
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                              allow_auto_topic_creation=False)
+    frame = _frame(request, 12, 1)
+    assert len(frame) > 20 * 1024 * 1024
+    prober = AdminClient({"bootstrap.servers": broker.bootstrap})
+    prober.list_topics(small, timeout=10)
+    answered = threading.Event()
+    served_at: list[float] = []
+
+    def probe() -> None:
+        while not answered.is_set():
+            assert list(prober.list_topics(small, timeout=30).topics[small].partitions) == [0]
+            served_at.append(time.monotonic())
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    with socket.create_connection((broker.host, broker.port), timeout=60) as sock:
+        sent_at = time.monotonic()
+        sock.sendall(frame)
+        response = _read_frame(sock)
+        answered_at = time.monotonic()
+        answered.set()
+    thread.join(30)
+
+    _, position = decode_response_header(memoryview(response), 1)
+    decoded = MetadataResponse.decode(memoryview(response)[position:], 12)
+    assert len(decoded.topics) == len(names)
+    assert {t.error_code for t in decoded.topics} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+    # Decoding, handling and encoding this request take seconds of CPU; the event loop kept answering
+    # the other client meanwhile (on one thread they would leave it unanswered for all that time).
+    times = [sent_at, *(t for t in served_at if sent_at < t < answered_at), answered_at]
+    longest_wait = max(later - earlier for earlier, later in zip(times, times[1:]))
+    assert longest_wait < 2.0, f"the other client went unanswered for {longest_wait:.2f} s"
+    assert broker.running

@@ -9,6 +9,10 @@ bytes go from the socket to where the request will use them in one copy.
 ``send_response`` turns a response message into the chunks of one frame, in the order to send them
 (a ``FileSlice`` among them is meant for ``os.sendfile``).
 
+A connection made with ``decode_in_place_limit`` leaves the body of a larger frame undecoded: it yields
+``UndecodedRequest``, whose ``decode()`` the transport may run wherever it likes (a worker thread), so
+that turning megabytes of arrays into objects does not hold up everyone else.
+
 A frame that cannot be a valid request (bad size, truncated header, unknown api key, body that does
 not decode) raises ``ProtocolError``: Kafka closes such connections. A known api key at a version
 outside the supported range yields ``UnsupportedVersion`` so that the broker can answer ApiVersions
@@ -42,6 +46,7 @@ __all__ = [
     "Request",
     "RequestHeader",
     "ServerConnection",
+    "UndecodedRequest",
     "UnsupportedVersion",
 ]
 
@@ -91,6 +96,30 @@ class Request:
 
 
 @dataclass(slots=True)
+class UndecodedRequest:
+    """A request whose header is decoded and version supported, and whose body is still bytes."""
+
+    header: RequestHeader
+    frame: memoryview  # the whole frame, without its 4-byte size prefix
+    body_start: int
+
+    def decode(self) -> Request:
+        """The request; raises ``ProtocolError`` when the body does not decode."""
+        header = self.header
+        return Request(header, _decode_body(header, self.frame[self.body_start :]), len(self.frame))
+
+
+def _decode_body(header: RequestHeader, body: memoryview) -> Message:
+    try:
+        return REQUESTS[header.api_key].decode(body, header.api_version, exact=False)
+    except DecodeError as exc:
+        raise ProtocolError(
+            f"malformed request (correlation id {header.correlation_id}, "
+            f"client id {header.client_id!r}): {exc}"
+        ) from None
+
+
+@dataclass(slots=True)
 class UnsupportedVersion:
     """A request for a known API at a version this server does not support (the frame is consumed)."""
 
@@ -105,10 +134,13 @@ class ServerConnection:
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         supported: Mapping[int, tuple[int, int]] | None = None,
+        decode_in_place_limit: int | None = None,
     ) -> None:
         """``supported`` maps api keys to the (min, max) versions served; by default everything the
-        codec knows. Versions beyond the codec's range are never supported."""
+        codec knows. Versions beyond the codec's range are never supported. Frames larger than
+        ``decode_in_place_limit`` come out as ``UndecodedRequest``; by default every frame is decoded."""
         self.max_frame_size = max_frame_size
+        self.decode_in_place_limit = decode_in_place_limit
         self._versions: dict[int, tuple[int, int]] = {}
         for api_key, request in REQUESTS.items():
             if supported is None:
@@ -175,8 +207,8 @@ class ServerConnection:
             self.received(count)
             data = data[count:]
 
-    def next_request(self) -> Request | UnsupportedVersion | _Sentinel:
-        """The next complete request, ``UnsupportedVersion``, or ``NEED_DATA``.
+    def next_request(self) -> Request | UndecodedRequest | UnsupportedVersion | _Sentinel:
+        """The next complete request, ``UndecodedRequest``, ``UnsupportedVersion``, or ``NEED_DATA``.
 
         Raises ``ProtocolError`` when the data cannot be a valid request; after that the connection
         stays broken and every call raises the same error. After the peer closed, ``NEED_DATA`` means
@@ -214,7 +246,7 @@ class ServerConnection:
         chunks[0][0:4] = _SIZE.pack(chunks_size(chunks) - 4)  # type: ignore[index]
         return chunks
 
-    def _next_request(self) -> Request | UnsupportedVersion | _Sentinel:
+    def _next_request(self) -> Request | UndecodedRequest | UnsupportedVersion | _Sentinel:
         buffer = self._buffer
         start = self._start
         available = self._end - start
@@ -260,7 +292,7 @@ class ServerConnection:
             "(socket.request.max.bytes)"
         )
 
-    def _parse(self, frame: memoryview) -> Request | UnsupportedVersion:
+    def _parse(self, frame: memoryview) -> Request | UndecodedRequest | UnsupportedVersion:
         size = len(frame)
         try:
             header, body_start = decode_request_header(frame)
@@ -276,11 +308,6 @@ class ServerConnection:
         if versions is None or not versions[0] <= header.api_version <= versions[1]:
             return UnsupportedVersion(header, size, versions)
         assert body_start is not None  # a supported version is within the codec's range
-        try:
-            body = request.decode(frame[body_start:], header.api_version, exact=False)
-        except DecodeError as exc:
-            raise ProtocolError(
-                f"malformed request (correlation id {header.correlation_id}, "
-                f"client id {header.client_id!r}): {exc}"
-            ) from None
-        return Request(header, body, size)
+        if self.decode_in_place_limit is not None and size > self.decode_in_place_limit:
+            return UndecodedRequest(header, frame, body_start)
+        return Request(header, _decode_body(header, frame[body_start:]), size)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import uuid
 
+import trio
+
 from broker.handlers.registry import RequestContext, handles
 from broker.topics import Topic
 from wire.errors import ErrorCode, KafkaError
@@ -25,6 +27,8 @@ log = logging.getLogger(__name__)
 # Authorized operations are reported only when asked for; this sentinel means "not computed".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
+#: How many named topics are looked up between two chances for other tasks to run.
+YIELD_EVERY = 1000
 
 Response = MetadataResponse
 TopicResponse = MetadataResponse.MetadataResponseTopic
@@ -41,8 +45,10 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         topics = [_topic_response(topic) for topic in broker.topics]
     else:
         allow_auto_create = request.allow_auto_topic_creation and _within_budget(ctx, request.topics)
-        for wanted in request.topics:
+        for index, wanted in enumerate(request.topics, start=1):
             topics.append(await _lookup(ctx, wanted, allow_auto_create))
+            if not index % YIELD_EVERY:  # a request naming a million topics shares the event loop
+                await trio.lowlevel.checkpoint()
     return Response(
         brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,

@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from wire.chunks import FileSlice, join_chunks
-from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UnsupportedVersion
+from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -443,3 +443,30 @@ def test_fetch_response_keeps_file_slices_as_chunks(tmp_path) -> None:
 def test_response_type_must_match_the_request() -> None:
     with pytest.raises(TypeError, match="MetadataResponse is not the response to api key"):
         ServerConnection().send_response(RequestHeader(ApiKey.PRODUCE, 9, 1, "c"), MetadataResponse())
+
+
+def test_frames_over_the_decode_in_place_limit_come_out_undecoded():
+    names = [MetadataRequest.MetadataRequestTopic(name=f"topic-{i}") for i in range(100)]
+    big = MetadataRequest(topics=names, allow_auto_topic_creation=False)
+    conn = ServerConnection(decode_in_place_limit=200)
+    conn.receive_data(frame(ApiKey.METADATA, 12, 7, METADATA) + frame(ApiKey.METADATA, 12, 8, big))
+
+    small, undecoded = drain(conn)
+
+    assert isinstance(small, Request) and small.body == METADATA
+    assert isinstance(undecoded, UndecodedRequest)
+    assert (undecoded.header.correlation_id, undecoded.header.api_version) == (8, 12)
+    request = undecoded.decode()
+    assert request.body == big
+    assert request.size == len(frame(ApiKey.METADATA, 12, 8, big)) - 4
+
+
+def test_an_undecoded_request_that_does_not_decode_is_a_protocol_error():
+    body = bytearray(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t" * 300)]).encode(12))
+    conn = ServerConnection(decode_in_place_limit=100)
+    conn.receive_data(frame(ApiKey.METADATA, 12, 9, bytes(body[:-20])))
+
+    (undecoded,) = drain(conn)
+
+    with pytest.raises(ProtocolError, match="malformed request .correlation id 9"):
+        undecoded.decode()
