@@ -165,6 +165,15 @@ class TopicManager:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(write)
 
+    async def _restore_catalog(self) -> None:
+        """Write the catalog back as it was before a change whose logs could not all be created
+        (out of file descriptors, say): the change is refused whole. Logs it did create are
+        closed; their directories are loaded by a later change, or removed at the next start."""
+        try:
+            await self._write_files()
+        except OSError as exc:
+            log.error("cannot write the topic catalog back: %s", exc)
+
     @staticmethod
     def _log_specs(topic: Topic, count: int) -> list[tuple[str, int, LogConfig, uuid.UUID]]:
         return [(topic.name, index, topic.log_config, topic.topic_id) for index in range(len(topic.partitions), count)]
@@ -225,7 +234,12 @@ class TopicManager:
             if validate_only:
                 return topic
             self.catalog.add(TopicRecord(name, topic.topic_id, num_partitions, topic_configs), save=False)
-            await self._open_partitions(topic, num_partitions)
+            try:
+                await self._open_partitions(topic, num_partitions)
+            except KafkaError:
+                self.catalog.remove(name, save=False)
+                await self._restore_catalog()
+                raise
             self._add(topic)
             log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
             return topic
@@ -290,7 +304,12 @@ class TopicManager:
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count, save=False)
-        await self._open_partitions(topic, count)
+        try:
+            await self._open_partitions(topic, count)
+        except KafkaError:
+            self.catalog.set_partitions(name, current, save=False)
+            await self._restore_catalog()
+            raise
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
