@@ -75,6 +75,9 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         props = parse_properties(Path(args.config).read_text())
     merge_overrides(props, args.override)
     config = BrokerConfig.from_properties(props)
+    for option, port in (("--port", args.port), ("--advertised-port", args.advertised_port)):
+        if port is not None and not 0 <= port <= 65535:
+            raise ConfigError(f"{option} {port}: a port is 0-65535")
     if args.host is not None:
         config.host = args.host
     if args.port is not None:

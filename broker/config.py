@@ -51,20 +51,104 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def parse_listener(value: str, prop: str) -> tuple[str, int]:
-    """The host and port of the first listener in ``PLAINTEXT://host:port[,NAME://host:port...]``."""
-    first = value.split(",")[0].strip()
-    _, sep, address = first.rpartition("://")
-    if not sep:
-        address = first
-    host, colon, port = address.rpartition(":")
-    if not colon:
+#: The security protocols Kafka's listeners may use; trafka serves PLAINTEXT.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of ``listeners`` or ``advertised.listeners``: ``NAME://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str, prop: str) -> list[Listener]:
+    """Every listener of ``NAME://host:port[,NAME://host:port...]`` (a bare ``host:port`` is PLAINTEXT)."""
+    listeners = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, sep, address = entry.rpartition("://")
+        if not sep:
+            name, address = SERVED_SECURITY_PROTOCOL, entry
+        host, colon, port = address.rpartition(":")
+        if not colon:
+            raise ConfigError(f"{prop}={value!r}: expected NAME://host:port")
+        try:
+            number = int(port)
+        except ValueError:
+            raise ConfigError(f"{prop}={value!r}: port {port!r} is not a number") from None
+        if not 0 <= number <= 65535:
+            raise ConfigError(f"{prop}={value!r}: port {number} is outside 0-65535")
+        listeners.append(Listener(name.strip().upper(), host.strip("[]"), number))
+    if not listeners:
         raise ConfigError(f"{prop}={value!r}: expected NAME://host:port")
-    host = host.strip("[]")
-    try:
-        return host, int(port)
-    except ValueError:
-        raise ConfigError(f"{prop}={value!r}: port {port!r} is not a number") from None
+    return listeners
+
+
+def _security_protocol_map(props: Mapping[str, str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` (``NAME:PROTOCOL,...``); each protocol's name maps to itself."""
+    mapping = {protocol: protocol for protocol in SECURITY_PROTOCOLS}
+    value = props.get("listener.security.protocol.map", "")
+    for entry in value.split(","):
+        if not entry.strip():
+            continue
+        name, colon, protocol = entry.partition(":")
+        if not colon or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map={value!r}: expected NAME:PROTOCOL entries, PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def served_listener(props: Mapping[str, str]) -> Listener | None:
+    """The one listener this broker serves, from ``listeners``; None when it is not set.
+
+    A listener whose security protocol is not PLAINTEXT (SSL, SASL) stops the start: serving it as
+    plain text would be a silent downgrade. Controller listeners (``controller.listener.names``) of
+    a KRaft configuration are left out with a warning: this broker is its own controller. More than
+    one client listener is refused too: none is dropped without a word.
+    """
+    value = props.get("listeners")
+    if not value:
+        return None
+    listeners = parse_listeners(value, "listeners")
+    protocols = _security_protocol_map(props)
+    controller_names = {
+        name.strip().upper() for name in props.get("controller.listener.names", "").split(",") if name.strip()
+    }
+    served = []
+    for listener in listeners:
+        if listener.name in controller_names:
+            log.warning("not serving controller listener %s://%s:%d: trafka needs no separate controller "
+                        "listener", listener.name, listener.host, listener.port)
+            continue
+        protocol = protocols.get(listener.name)
+        if protocol is None:
+            raise ConfigError(
+                f"listeners={value!r}: listener {listener.name} has no security protocol; name it "
+                f"PLAINTEXT or map it in listener.security.protocol.map (e.g. {listener.name}:PLAINTEXT)"
+            )
+        if protocol != SERVED_SECURITY_PROTOCOL:
+            raise ConfigError(
+                f"listeners={value!r}: listener {listener.name} uses security protocol {protocol}, which trafka "
+                f"does not serve; only PLAINTEXT listeners are supported"
+            )
+        served.append(listener)
+    if not served:
+        raise ConfigError(f"listeners={value!r}: no PLAINTEXT listener for clients")
+    if len(served) > 1:
+        raise ConfigError(
+            f"listeners={value!r}: trafka serves one listener, and this names {len(served)} "
+            f"({', '.join(listener.name for listener in served)}); keep one"
+        )
+    return served[0]
 
 
 def _int(props: Mapping[str, str], name: str, default: int) -> int:
@@ -132,11 +216,14 @@ class BrokerConfig:
         config = cls(properties=props)
         if "node.id" in props or "broker.id" in props:
             config.node_id = _int(props, "node.id", _int(props, "broker.id", 1))
-        if props.get("listeners"):
-            config.host, config.port = parse_listener(props["listeners"], "listeners")
+        listener = served_listener(props)
+        if listener is not None:
+            config.host, config.port = listener.host, listener.port
         if props.get("advertised.listeners"):
-            host, port = parse_listener(props["advertised.listeners"], "advertised.listeners")
-            config.advertised_host, config.advertised_port = host, port
+            advertised = parse_listeners(props["advertised.listeners"], "advertised.listeners")
+            # The advertised address of the served listener, by name; else the first one.
+            chosen = next((a for a in advertised if listener is not None and a.name == listener.name), advertised[0])
+            config.advertised_host, config.advertised_port = chosen.host, chosen.port
         log_dirs = props.get("log.dirs") or props.get("log.dir")
         if log_dirs:
             dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]

@@ -88,6 +88,50 @@ def test_bad_properties_name_the_property(props, message):
         BrokerConfig.from_properties(props)
 
 
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL uses security protocol SSL, which trafka does not serve"),
+        ({"listeners": "SASL_PLAINTEXT://:9092"}, "listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"),
+        ({"listeners": "sasl_ssl://:9092"}, "listener SASL_SSL uses security protocol SASL_SSL"),
+        ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"},
+         "listener CLIENT uses security protocol SSL"),
+        ({"listeners": "CLIENT://:9092"}, "listener CLIENT has no security protocol"),
+        ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "listener SSL uses security protocol SSL"),
+        ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
+         "trafka serves one listener, and this names 2 [(]PLAINTEXT, INTERNAL[)]; keep one"),
+        ({"listeners": "PLAINTEXT://:70000"}, "port 70000 is outside 0-65535"),
+        ({"listeners": "PLAINTEXT://:-1"}, "port -1 is outside 0-65535"),
+        ({"listeners": "PLAINTEXT://:9092", "listener.security.protocol.map": "PLAINTEXT"},
+         "listener.security.protocol.map"),
+    ],
+)
+def test_listeners_trafka_cannot_serve_stop_the_start(props, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_properties(props)
+
+
+def test_a_kraft_configuration_serves_its_client_listener():
+    config = BrokerConfig.from_properties({
+        "process.roles": "broker,controller",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "advertised.listeners": "PLAINTEXT://kafka.local:19092",
+    })
+    assert (config.host, config.port) == ("127.0.0.1", 9092)
+    assert config.advertised_address == ("kafka.local", 19092)
+
+
+def test_the_advertised_address_is_the_served_listeners():
+    config = BrokerConfig.from_properties({
+        "listeners": "INTERNAL://0.0.0.0:9092",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+        "advertised.listeners": "EXTERNAL://public:443,INTERNAL://kafka.local:19092",
+    })
+    assert config.advertised_address == ("kafka.local", 19092)
+
+
 def test_overrides_need_key_and_value():
     assert merge_overrides({"a": "1"}, ["a=2", "b = 3"]) == {"a": "2", "b": "3"}
     with pytest.raises(ConfigError, match="key=value"):
@@ -180,3 +224,23 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
     assert in_use.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in in_use.stderr
     assert "Traceback" not in in_use.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--override", "listeners=SASL_SSL://127.0.0.1:0"],
+         "listener SASL_SSL uses security protocol SASL_SSL, which trafka does not serve"),
+        (["--port", "70000"], "--port 70000: a port is 0-65535"),
+        (["--port", "-1"], "--port -1: a port is 0-65535"),
+    ],
+)
+def test_trafka_refuses_to_start_with_one_line_for_what_it_cannot_serve(tmp_path: Path, arguments, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "data"), *arguments],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert result.stderr.startswith("trafka: ") and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
