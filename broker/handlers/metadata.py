@@ -44,7 +44,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         # All topics (v0 asks with an empty list; later versions with null).
         topics = [_topic_response(topic) for topic in broker.topics]
     else:
-        allow_auto_create = request.allow_auto_topic_creation and _within_budget(ctx, request.topics)
+        allow_auto_create = (
+            request.allow_auto_topic_creation
+            and broker.config.auto_create_topics_enable
+            and _within_budget(ctx, request.topics)
+        )
         for index, wanted in enumerate(request.topics, start=1):
             topics.append(await _lookup(ctx, wanted, allow_auto_create))
             if not index % YIELD_EVERY:  # a request naming a million topics shares the event loop
