@@ -188,6 +188,11 @@ class _MappedIndex:
             self.file_exists = True
         return self._mmap  # type: ignore[return-value]
 
+    def prepare_append(self) -> None:
+        """Map the file for entries now (creating it), so that appending one cannot fail later."""
+        if self._mmap is None and self.length > 0 and not self._closed:
+            self._writable_map()
+
     def create_file(self) -> None:
         """Make sure the file exists on disk (holding the current entries), even with none."""
         if not self.file_exists:

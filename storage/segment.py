@@ -281,13 +281,21 @@ class LogSegment:
                 f"offset {batches[-1].last_offset} does not fit segment {self.log_path} "
                 f"with base offset {self.base_offset}"
             )
+        offset_index, time_index = self.offset_index, self.time_index
+        # Bytes since the last entry when the last batch comes: over the interval, an entry is added.
+        if self._bytes_since_last_index_entry + len(data) - batches[-1].size > self.index_interval_bytes and (
+            offset_index._mmap is None or time_index._mmap is None
+        ):
+            # This append adds the first entries: map the index files before writing, so that
+            # running out of memory maps (vm.max_map_count) fails the append with nothing written.
+            offset_index.prepare_append()
+            time_index.prepare_append()
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = max(batch.max_timestamp for batch in batches)
         _write_all(self.open_for_append().fd, data)
         self.size += len(data)
         max_timestamp, offset_of_max_timestamp = self.max_timestamp_and_offset
-        offset_index, time_index = self.offset_index, self.time_index
         for batch in batches:
             if batch.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max_timestamp = batch.max_timestamp, batch.last_offset

@@ -221,3 +221,28 @@ def test_out_of_descriptors_at_a_roll_fails_the_append_and_changes_nothing(
     log.append(make_batch(2, 400), leader_epoch=0, now_ms=0)
     assert len(log.segments) == len(segments) + 1 and log.log_end_offset == end + 2
     log.close()
+
+
+def test_no_memory_map_left_for_the_first_index_entry_fails_the_append_before_writing(
+    tmp_path: Path, make_batch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage import index as index_module
+
+    log = Log.create(tmp_path / "orders-0", SMALL, now_ms=0)
+    log.append(make_batch(2, 40), leader_epoch=0, now_ms=0)
+    active, end = log.active_segment, log.log_end_offset
+    size = active.size
+
+    def no_map_left(self, fd, length):
+        raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+
+    monkeypatch.setattr(index_module._Mapping, "__init__", no_map_left)
+    with pytest.raises(KafkaError) as failure:
+        log.append(make_batch(2, 200), leader_epoch=0, now_ms=0)
+    assert failure.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert log.log_end_offset == end and active.size == size == active.log_path.stat().st_size
+    monkeypatch.undo()
+    log.append(make_batch(2, 200), leader_epoch=0, now_ms=0)
+    assert _read_every_segment(log) == [(0, 1), (2, 3)]
+    assert active.offset_index.entries == 1
+    log.close()
