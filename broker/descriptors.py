@@ -7,7 +7,8 @@ client connections, that cache of readers, and the files flushes and checkpoints
 moment; ``RESERVE`` keeps room for them.
 
 At start-up the soft limit is raised to the hard limit, as the JVM does for Kafka, and the broker
-logs the limit and about how many partitions it allows. Topic creation and partition growth check
+logs the limit and about how many partitions it allows (and warns when ``vm.max_map_count``, the
+limit on memory maps that mapped index files count against, is too low for that many). Topic creation and partition growth check
 that the new partitions fit before creating anything, and refuse the whole request otherwise with
 POLICY_VIOLATION (as Kafka refuses a CreateTopics over its partition limits), naming the limit.
 """
@@ -30,6 +31,8 @@ RESERVE = READER_CACHE_SIZE + CONNECTION_RESERVE
 _NR_OPEN_DEFAULT = 1_048_576
 #: What Kafka's documentation advises as a starting point for a broker.
 ADVISED_LIMIT = 100_000
+#: Memory maps the interpreter and its libraries take, besides index files.
+_MAPS_KEPT_FOR_THE_PROCESS = 1_000
 
 
 def raise_limit() -> tuple[int, int]:
@@ -110,6 +113,29 @@ class DescriptorBudget:
             f"connections and reads. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit; {advice}) "
             f"and restart the broker, or create fewer partitions.",
         )
+
+
+def max_map_count() -> int | None:
+    """The kernel's limit on memory maps per process (None where it does not tell)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return None
+
+
+def map_count_warning(partitions: int) -> str | None:
+    """A warning when ``vm.max_map_count`` is too low for ``partitions`` partitions to take data:
+    the active segment of a partition with data maps its two index files (each map is one of
+    the process's memory maps, whatever its size), so appends fail past about half the limit."""
+    limit = max_map_count()
+    if limit is None or 2 * partitions + _MAPS_KEPT_FOR_THE_PROCESS <= limit:
+        return None
+    return (
+        f"vm.max_map_count is {limit}: partitions with data map two index files each, so only about "
+        f"{(limit - _MAPS_KEPT_FOR_THE_PROCESS) // 2} of the {partitions} partitions this descriptor limit "
+        f"allows can take appends; raise it as Kafka's documentation advises (sysctl vm.max_map_count=262144)"
+    )
 
 
 def current_budget() -> DescriptorBudget:

@@ -17,7 +17,7 @@ import trio
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.connection import ClientConnection
-from broker.descriptors import current_budget
+from broker.descriptors import current_budget, map_count_warning
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,12 @@ class Server:
             self.broker = broker = Broker(config)
             try:
                 await broker.start()
-                log.info("%s", current_budget().describe(sum(len(t.partitions) for t in broker.topics)))
+                partitions = sum(len(t.partitions) for t in broker.topics)
+                budget = current_budget()
+                log.info("%s", budget.describe(partitions))
+                maps_warning = map_count_warning(partitions + budget.partitions_left)
+                if maps_warning is not None:
+                    log.warning("%s", maps_warning)
                 async with trio.open_nursery() as connections:
                     await connections.start(broker.run_background)
                     async with trio.open_nursery() as accepting:

@@ -127,3 +127,12 @@ async def test_a_topic_that_ran_out_of_descriptors_is_gone_after_a_restart(
     assert running.broker.topics.get("kept") is not None
     assert not list(tmp_path.glob("unlucky-*"))
     await running.close()
+
+
+def test_a_low_map_count_is_warned_about(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(descriptors, "max_map_count", lambda: 65530)
+    assert descriptors.map_count_warning(20_000) is None
+    warning = descriptors.map_count_warning(50_000)
+    assert "vm.max_map_count is 65530" in warning and "about 32265 of the 50000 partitions" in warning
+    monkeypatch.setattr(descriptors, "max_map_count", lambda: None)
+    assert descriptors.map_count_warning(50_000) is None
