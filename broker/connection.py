@@ -9,7 +9,11 @@ and sent with the rest of the response, which costs less than the extra system c
 
 A request frame over ``DECODE_IN_PLACE_LIMIT`` is decoded in a worker thread, and its response encoded
 there too: a client that sends megabytes of arrays (a Metadata request naming a million topics) waits
-for them alone, and the event loop goes on serving everyone else meanwhile.
+for them alone, and the event loop goes on serving everyone else meanwhile. Such requests become many
+times their size in objects, so the connections of a server take turns with them (``large_requests``,
+one at a time): however many clients send them, their memory is one request's. Produce and Fetch, the
+data path, do not take turns: a Produce frame is mostly record bytes that stay bytes, and a Fetch may
+wait for data.
 
 A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
 log line that says why; the broker goes on serving everyone else.
@@ -27,7 +31,7 @@ from broker.handlers import REGISTRY, CloseConnection, RequestContext
 from broker.handlers.api_versions import api_versions_response
 from wire.chunks import Chunk, FileSlice
 from wire.errors import ErrorCode
-from wire.connection import NEED_DATA, ProtocolError, ServerConnection, UndecodedRequest, UnsupportedVersion
+from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -42,10 +46,17 @@ GATHER_LIMIT = 64 * 1024
 SENDFILE_MIN = 16 * 1024
 # Request frames above this size are decoded, and their responses encoded, in a worker thread.
 DECODE_IN_PLACE_LIMIT = 1024 * 1024
+_DATA_PATH = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
 class ClientConnection:
-    def __init__(self, stream: trio.SocketStream, broker: Broker, connection_id: int) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        broker: Broker,
+        connection_id: int,
+        large_requests: trio.CapacityLimiter | None = None,
+    ) -> None:
         self.stream = stream
         self.broker = broker
         self.connection_id = connection_id
@@ -59,6 +70,7 @@ class ClientConnection:
             supported=REGISTRY.served_versions(),
             decode_in_place_limit=DECODE_IN_PLACE_LIMIT,
         )
+        self.large_requests = large_requests if large_requests is not None else trio.CapacityLimiter(1)
         self._draining = False
         self._receive_scope: trio.CancelScope | None = None
 
@@ -99,32 +111,47 @@ class ClientConnection:
                 await self._unsupported_version(event)
                 continue
             if isinstance(event, UndecodedRequest):
-                event = await trio.to_thread.run_sync(event.decode)
-            header, request = event.header, event.body
-            handler = REGISTRY.get(header.api_key)
-            ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
-            try:
-                response = await handler.handle(ctx, request)
-            except CloseConnection as exc:
-                log.info("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
-                return
-            except Exception:
-                log.exception(
-                    "closing connection %s from %s: %s v%d request (correlation id %d) failed",
-                    self.connection_id,
-                    self.peer,
-                    ApiKey(header.api_key).name,
-                    header.api_version,
-                    header.correlation_id,
-                )
-                return
-            if response is None:
-                continue
-            if event.size > DECODE_IN_PLACE_LIMIT:
-                chunks = await trio.to_thread.run_sync(protocol.send_response, header, response)
+                if event.header.api_key in _DATA_PATH:
+                    keep_going = await self._handle_large(event)
+                else:
+                    async with self.large_requests:
+                        keep_going = await self._handle_large(event)
             else:
-                chunks = protocol.send_response(header, response)
+                keep_going = await self._handle(event, in_thread=False)
+            if not keep_going:
+                return
+
+    async def _handle_large(self, event: UndecodedRequest) -> bool:
+        return await self._handle(await trio.to_thread.run_sync(event.decode), in_thread=True)
+
+    async def _handle(self, event: Request, *, in_thread: bool) -> bool:
+        """Run the request's handler and send its response (encoded in a worker thread ``in_thread``);
+        False when the connection must close."""
+        header, request = event.header, event.body
+        handler = REGISTRY.get(header.api_key)
+        ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
+        try:
+            response = await handler.handle(ctx, request)
+        except CloseConnection as exc:
+            log.info("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
+            return False
+        except Exception:
+            log.exception(
+                "closing connection %s from %s: %s v%d request (correlation id %d) failed",
+                self.connection_id,
+                self.peer,
+                ApiKey(header.api_key).name,
+                header.api_version,
+                header.correlation_id,
+            )
+            return False
+        if response is not None:
+            if in_thread:
+                chunks = await trio.to_thread.run_sync(self.protocol.send_response, header, response)
+            else:
+                chunks = self.protocol.send_response(header, response)
             await self.send_chunks(chunks)
+        return True
 
     async def _unsupported_version(self, event: UnsupportedVersion) -> None:
         header = event.header

@@ -32,6 +32,8 @@ class Server:
         self._connection_ids = itertools.count(1)
         self._all_closed = trio.Event()
         self._all_closed.set()
+        # Requests over broker.connection.DECODE_IN_PLACE_LIMIT take turns across connections.
+        self._large_requests = trio.CapacityLimiter(1)
 
     def request_shutdown(self) -> None:
         self._shutdown_requested.set()
@@ -95,7 +97,7 @@ class Server:
                 log.error("accept failed on %s: %s", listener.socket.getsockname(), exc)
                 await trio.sleep(0.1)
                 continue
-            connection = ClientConnection(stream, self.broker, next(self._connection_ids))
+            connection = ClientConnection(stream, self.broker, next(self._connection_ids), self._large_requests)
             connections.start_soon(self._run_connection, connection)
 
     async def _run_connection(self, connection: ClientConnection) -> None:

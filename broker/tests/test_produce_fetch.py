@@ -336,3 +336,35 @@ async def test_rolled_segments_are_flushed_after_the_append_that_rolled_them(cli
         while log.recovery_point < 2:
             await trio.sleep(0.05)
     assert log.recovery_point == 2
+
+
+async def test_requests_over_a_mebibyte_are_answered_from_worker_threads(broker: RunningBroker):
+    clients = [await broker.client() for _ in range(4)]
+    await create_topic(clients[0], "large", 2)
+    names = [MetadataRequest.MetadataRequestTopic(name=f"absent-{i:07d}") for i in range(60_000)]
+    metadata = MetadataRequest(topics=[*names, MetadataRequest.MetadataRequestTopic(name="large")],
+                               allow_auto_topic_creation=False)
+    records = build_batch([SimpleRecord(None, bytes(1000)) for _ in range(600)])
+    Data = ProduceRequest.PartitionProduceData
+    produce_request = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name="large", partition_data=[Data(index=0, records=records), Data(index=1, records=records)])])
+    results = {}
+
+    async def ask(index: int) -> None:
+        results[index] = await clients[index].request(metadata, 12)
+
+    async def write() -> None:
+        results[3] = await clients[3].request(produce_request, PRODUCE_VERSION)
+
+    async with trio.open_nursery() as nursery:
+        for index in range(3):
+            nursery.start_soon(ask, index)
+        nursery.start_soon(write)
+
+    for index in range(3):
+        topics = results[index].topics
+        assert len(topics) == 60_001
+        assert {t.error_code for t in topics[:-1]} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert (topics[-1].name, topics[-1].error_code) == ("large", ErrorCode.NONE)
+    assert [p.error_code for p in results[3].responses[0].partition_responses] == [ErrorCode.NONE] * 2
+    assert len(values((await fetch(clients[3], "large", 0)).records)) == 600
