@@ -11,7 +11,7 @@ node. Per topic, with Kafka's codes and messages:
 
 Before any topic is looked at, the partitions the request would add are summed over its existing
 topics; more than ``controller.max.records.per.batch`` (10,000) answers every topic of the request
-POLICY_VIOLATION and changes nothing, so that one request's cost stays bounded whatever counts it
+POLICY_VIOLATION ("Excessively large number of additional partitions per request.") and changes nothing, so that one request's cost stays bounded whatever counts it
 carries.
 
 ``validate_only`` checks everything and changes nothing.
@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers.create_topics import TOO_MANY_PARTITIONS, check_replica_assignment
+from broker.handlers.create_topics import check_replica_assignment
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from wire.protocol import ApiKey
 
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+TOO_MANY_PARTITIONS = "Excessively large number of additional partitions per request."
 
 
 @handles(ApiKey.CREATE_PARTITIONS, 0, 3)

@@ -15,10 +15,14 @@ error codes and messages:
   0..n-1, each listed once, each with the same number of distinct, registered brokers (here only this
   node): INVALID_REPLICA_ASSIGNMENT otherwise.
 
-Before any topic is looked at, the partitions the request would create are added up (a topic's
-count, the broker's ``num.partitions`` for -1, or the length of its manual assignment); more than
-``controller.max.records.per.batch`` (10,000) answers every topic of the request POLICY_VIOLATION
-and creates nothing, so that one request's cost stays bounded whatever counts it carries.
+One request's cost stays bounded whatever counts it carries, within Kafka's own limit on what one
+request may change (``controller.max.records.per.batch``, 10,000). Before any topic is looked at, the
+partitions the request asks for are added up (a topic's count, the broker's ``num.partitions`` for
+-1, or the length of its manual assignment): more than the limit answers every topic of the request
+POLICY_VIOLATION ("Excessively large number of partitions per request."). Then every topic is
+checked, and the topics that passed must need no more records than the limit, counting one for each
+topic, partition and config; otherwise every topic of the request is POLICY_VIOLATION ("Unable to
+perform excessively large batch operation."). Either way nothing is created, validate_only or not.
 
 ``validate_only`` checks everything and creates nothing; the response is the same.
 
@@ -47,21 +51,22 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
 
 
-#: The refusal of a request that would create too many partitions at once.
+#: The refusals of a request that would create too much at once: more partitions than
+#: ``controller.max.records.per.batch``, or, counting each topic and each of its configs too, more records.
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
-    if _requested_partitions(request, counts, ctx.broker.config.num_partitions) > (
-        ctx.broker.config.controller_max_records_per_batch
-    ):
-        return CreateTopicsResponse(
-            throttle_time_ms=0,
-            topics=[_error(topic.name, ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for topic in request.topics],
-        )
+    budget = ctx.broker.config.controller_max_records_per_batch
+    if _requested_partitions(request, counts, ctx.broker.config.num_partitions) > budget:
+        return _refused(request, TOO_MANY_PARTITIONS)
+    # Every topic is checked before any is created: what the creations would record (each topic, its
+    # partitions and its configs, as Kafka's controller counts them) must fit in one batch.
     results: list[TopicResult] = []
+    valid: dict[int, CreatableTopic] = {}  # index in results -> the topic to create
     reported_duplicates: set[str] = set()
     for wanted in request.topics:
         if counts[wanted.name] > 1:
@@ -70,10 +75,29 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 results.append(_error(wanted.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
             continue
         try:
-            results.append(await _create(ctx, wanted, request.validate_only))
+            result = await _create(ctx, wanted, validate_only=True)
         except KafkaError as exc:
-            results.append(_error(wanted.name, exc.code, exc.message or None))
+            result = _error(wanted.name, exc.code, exc.message or None)
+        else:
+            valid[len(results)] = wanted
+        results.append(result)
+    records = sum(1 + results[index].num_partitions + len(wanted.configs) for index, wanted in valid.items())
+    if records > budget:
+        return _refused(request, TOO_LARGE_BATCH)
+    if not request.validate_only:
+        for index, wanted in valid.items():
+            try:
+                results[index] = await _create(ctx, wanted, validate_only=False)
+            except KafkaError as exc:
+                results[index] = _error(wanted.name, exc.code, exc.message or None)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _refused(request: CreateTopicsRequest, message: str) -> CreateTopicsResponse:
+    """The whole request refused: POLICY_VIOLATION for each of its topics, as Kafka answers it."""
+    return CreateTopicsResponse(
+        throttle_time_ms=0, topics=[_error(topic.name, ErrorCode.POLICY_VIOLATION, message) for topic in request.topics]
+    )
 
 
 def _requested_partitions(request: CreateTopicsRequest, counts: Counter[str], default_partitions: int) -> int:

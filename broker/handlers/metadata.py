@@ -6,8 +6,9 @@ for all topics lists every topic, internal ones included, as Kafka does. Unknown
 auto-created when ``auto.create.topics.enable`` is on and the request allows it (v4+ may forbid it);
 otherwise they come back with UNKNOWN_TOPIC_OR_PARTITION, and invalid names with
 INVALID_TOPIC_EXCEPTION. Auto-creation keeps to the budget of a CreateTopics request: when the unknown
-topics of one request would need more than ``controller.max.records.per.batch`` partitions together,
-none of them is created (they come back UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why.
+topics of one request would need more than ``controller.max.records.per.batch`` records together (one
+for each topic and each of its partitions), none of them is created (they come back
+UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why.
 """
 from __future__ import annotations
 
@@ -65,12 +66,12 @@ def _within_budget(ctx: RequestContext, wanted: list[MetadataRequest.MetadataReq
     """Whether auto-creating the request's unknown topics stays within one request's partition budget."""
     broker = ctx.broker
     unknown = {topic.name for topic in wanted if topic.name is not None and broker.topics.get(topic.name) is None}
-    needed = len(unknown) * broker.config.num_partitions
+    needed = len(unknown) * (1 + broker.config.num_partitions)
     if needed <= broker.config.controller_max_records_per_batch:
         return True
     log.warning(
-        "not auto-creating the %d unknown topics of a Metadata request from %s (client %r): they would have "
-        "%d partitions, more than controller.max.records.per.batch=%d",
+        "not auto-creating the %d unknown topics of a Metadata request from %s (client %r): with their "
+        "partitions they are %d records, more than controller.max.records.per.batch=%d",
         len(unknown), ctx.peer, ctx.header.client_id, needed, broker.config.controller_max_records_per_batch,
     )
     return False

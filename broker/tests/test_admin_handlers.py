@@ -305,11 +305,12 @@ async def test_too_many_partitions_in_one_request_are_refused_whole(
 
 
 async def test_partitions_per_request_count_defaults_and_assignments(broker_factory):
-    running = await broker_factory({"controller.max.records.per.batch": "5", "num.partitions": "2"})
+    running = await broker_factory({"controller.max.records.per.batch": "8", "num.partitions": "2"})
     client = await running.client()
     assigned = creatable("assigned", -1, -1, assignments=[[1], [1]])
 
-    # 2 (the default) + 2 (the assignment) + 1; a duplicated name and bad counts add nothing.
+    # 2 (the default) + 2 (the assignment) + 1 partitions, and 3 + 3 + 2 records with the topics';
+    # a duplicated name and bad counts add nothing.
     results = await create_topics(client, creatable("defaulted", -1), assigned, creatable("one", 1),
                                   creatable("twice", 9), creatable("twice", 9), creatable("negative", -7))
     assert sorted((r.name, r.error_code) for r in results) == [
@@ -320,8 +321,30 @@ async def test_partitions_per_request_count_defaults_and_assignments(broker_fact
         ("twice", ErrorCode.INVALID_REQUEST),
     ]
 
-    results = await create_topics(client, creatable("six", 6))
-    assert [(r.name, r.error_code) for r in results] == [("six", ErrorCode.POLICY_VIOLATION)]
+    results = await create_topics(client, creatable("nine", 9))
+    assert [(r.name, r.error_code, r.error_message) for r in results] == [
+        ("nine", ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")]
+
+
+async def test_records_per_request_count_topics_partitions_and_configs(broker_factory):
+    running = await broker_factory({"controller.max.records.per.batch": "8"})
+    client = await running.client()
+    configured = creatable("configured", 4, configs={"retention.ms": "1000", "segment.bytes": "1048576"})
+
+    # 1 + 4 + 2 records, and 1 + 1 more: the whole request is refused, even with validate_only.
+    for validate_only in (True, False):
+        results = await create_topics(client, configured, creatable("other", 1), validate_only=validate_only)
+        assert [(r.name, r.error_code, r.error_message) for r in results] == [
+            (name, ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            for name in ("configured", "other")]
+    assert len(running.broker.topics) == 0
+
+    # A topic that fails its own checks records nothing.
+    await create_topic(client, "other", 1)
+    results = await create_topics(client, configured, creatable("other", 1))
+    assert [(r.name, r.error_code) for r in results] == [
+        ("configured", ErrorCode.NONE), ("other", ErrorCode.TOPIC_ALREADY_EXISTS)]
+    assert len(running.broker.topics.get("configured").partitions) == 4
 
 
 # -- DeleteTopics ----------------------------------------------------------------------------------
@@ -522,7 +545,7 @@ async def test_create_partitions_past_the_request_budget_changes_nothing(
                                                            extra=extra), 3)
 
         assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
-            (name, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            (name, ErrorCode.POLICY_VIOLATION, "Excessively large number of additional partitions per request.")
             for name in ["budget", *(topic.name for topic in extra)]
         ]
     assert len(broker.broker.topics.get("budget").partitions) == 1

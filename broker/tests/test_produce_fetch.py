@@ -149,14 +149,14 @@ async def test_metadata_auto_creates_topics(client: KafkaClient, broker: Running
 
 
 async def test_metadata_auto_creates_no_more_partitions_than_one_request_may(broker_factory):
-    running = await broker_factory({"controller.max.records.per.batch": "4", "num.partitions": "2"})
+    running = await broker_factory({"controller.max.records.per.batch": "6", "num.partitions": "2"})
     client = await running.client()
 
     def request(*names: str) -> MetadataRequest:
         return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
                                allow_auto_topic_creation=True)
 
-    # Three unknown topics need six partitions: none is created.
+    # Three unknown topics of two partitions are nine records: none is created.
     response = await client.request(request("a", "b", "c", "a"), 12)
     assert [(t.name, t.error_code) for t in response.topics] == [
         (name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name in ("a", "b", "c", "a")]
