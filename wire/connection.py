@@ -5,7 +5,8 @@ The transport reads into ``receive_buffer()`` (``recv_into``) and reports the co
 or hands over bytes it already has with ``receive_data``; then it drains ``next_request`` until it says
 ``NEED_DATA``. Clients pipeline requests, so one read may carry several frames or a fraction of one.
 Once the size of a large frame is known, the buffer offered for reading is that frame's own, so its
-bytes go from the socket to where the request will use them in one copy.
+bytes go from the socket to where the request will use them in one copy; that buffer is anonymous
+memory, committed as the bytes arrive, so a size prefix alone reserves nothing.
 ``send_response`` turns a response message into the chunks of one frame, in the order to send them
 (a ``FileSlice`` among them is meant for ``os.sendfile``).
 
@@ -23,6 +24,7 @@ alone, so the log can patch base offsets in place without copying.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +70,16 @@ _FOREIGN_PROTOCOLS = (
     (b"HEAD", "an HTTP request"),
     (b"\x16\x03", "a TLS handshake (a TLS client on a plaintext listener?)"),
 )
+
+
+def _frame_buffer(size: int) -> mmap.mmap:
+    """A writable buffer of ``size`` zero bytes for one large frame, taken from anonymous memory.
+
+    The operating system commits its pages only as the peer's bytes are written into them, so the
+    memory a frame holds is what the peer has sent, never what its size prefix claims: a peer that
+    announces a frame of ``max_frame_size`` bytes and stops there costs one page, not the whole size.
+    """
+    return mmap.mmap(-1, size)
 
 
 class _Sentinel:
@@ -178,7 +190,7 @@ class ServerConnection:
         wanted = frame_end if frame_end else end + _READ_SIZE
         if wanted > len(buffer):
             # Move what is pending to the front of a buffer with room for the rest (of the frame).
-            fresh = bytearray((frame_end - start) if frame_end else pending + _READ_SIZE)
+            fresh = _frame_buffer(frame_end - start) if frame_end else bytearray(pending + _READ_SIZE)
             fresh[:pending] = memoryview(buffer)[start:end]
             self._buffer, self._start, self._end = fresh, 0, pending
             return memoryview(fresh)[pending:]

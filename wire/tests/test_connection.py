@@ -1,12 +1,13 @@
 """ServerConnection: framing, header decoding, errors, and response frames."""
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
 
 from wire.chunks import FileSlice, join_chunks
-from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
+from wire.connection import DEFAULT_MAX_FRAME_SIZE, NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -470,3 +471,39 @@ def test_an_undecoded_request_that_does_not_decode_is_a_protocol_error():
 
     with pytest.raises(ProtocolError, match="malformed request .correlation id 9"):
         undecoded.decode()
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc to read the resident set size")
+def test_a_size_prefix_alone_commits_no_memory() -> None:
+    # Peers that announce frames of the maximum size and send nothing more must not cost that size each.
+    connections = [ServerConnection() for _ in range(8)]
+    before = _resident_bytes()
+    views = []
+    for conn in connections:
+        conn.receive_data(struct.pack(">i", DEFAULT_MAX_FRAME_SIZE) + b"\0\x03\0\x0c")
+        view = conn.receive_buffer()
+        assert len(view) == DEFAULT_MAX_FRAME_SIZE - 4
+        views.append(view)
+    assert _resident_bytes() - before < 16 * 1024 * 1024
+    for view in views:
+        view.release()
+
+
+def test_a_large_frame_arriving_in_pieces_decodes_from_its_own_buffer() -> None:
+    records = bytes(range(256)) * 2000
+    big = ProduceRequest(
+        acks=1, timeout_ms=100,
+        topic_data=[ProduceRequest.TopicProduceData(
+            name="big", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])],
+    )
+    data = frame(ApiKey.PRODUCE, 9, 5, big)
+    (request,), _ = read_like_a_socket(ServerConnection(), data, most=4096)
+    received = request.body.topic_data[0].partition_data[0].records
+    assert received == records
+    received[0:1] = b"\xff"  # writable in place, as the log patches base offsets
+    assert received[0] == 0xFF
