@@ -42,19 +42,21 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Raises INVALID_TOPIC_EXCEPTION, with Kafka's message, for a name Kafka refuses."""
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}",
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+            f"{MAX_TOPIC_NAME_LENGTH}",
         )
     if not _LEGAL_TOPIC_NAME.fullmatch(name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name!r} is illegal, it contains a character other than "
+            f"Topic name is invalid: '{name}' contains one or more characters other than "
             "ASCII alphanumerics, '.', '_' and '-'",
         )
 
