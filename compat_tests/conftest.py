@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:  # the helpers are imported as compat_tests.* from
 
 from compat_tests.clients import CLIENTS, Client, ConfluentClient, JavaDriver  # noqa: E402
 from compat_tests.harness import BrokerProcess  # noqa: E402
+from compat_tests.reference import KafkaBroker  # noqa: E402
 
 LOG_LINES_ON_FAILURE = 150
 _topic_numbers = itertools.count()
@@ -33,6 +34,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker with default settings, shared by the tests of a module (they use distinct topics)."""
     process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", name="broker")
+    process.start()
+    yield process
+    process.close()
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka itself (KRaft, one node), the reference of the differential tests, shared by the tests
+    of a module. Started only by the tests that ask for it."""
+    process = KafkaBroker(tmp_path_factory.mktemp("kafka") / "data", name="kafka")
     process.start()
     yield process
     process.close()
@@ -83,7 +94,7 @@ def client_for() -> Callable[[str, BrokerProcess], Client]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     # Remember how much each broker and Java driver had logged, so a failure shows only what this test caused.
-    item.stash[_log_marks] = {id(p): len(p.log_text()) for p in BrokerProcess.started}
+    item.stash[_log_marks] = {id(p): len(p.log_text()) for p in [*BrokerProcess.started, *KafkaBroker.started]}
     item.stash[_log_marks].update((id(d), len(d.stderr_text())) for d in JavaDriver.started)
     yield
 
@@ -95,7 +106,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not report.failed:
         return
     marks = item.stash.get(_log_marks, {})
-    for process in BrokerProcess.started:
+    for process in [*BrokerProcess.started, *KafkaBroker.started]:
         text = process.log_text()[marks.get(id(process), 0):]
         if text.strip():
             tail = "\n".join(text.splitlines()[-LOG_LINES_ON_FAILURE:])

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the non-Python dependencies of trafka's compatibility tests on a Debian machine (as root):
 # kcat (Debian's build links librdkafka 2.0.x), node/npm where missing, the pinned kafkajs in
-# compat_tests/js/node_modules, a JDK where javac is missing, and Apache Kafka's Java client
-# (kafka-clients 4.3.0 with its compression and logging libraries, and Gson for the driver's JSON) in
-# compat_tests/java/lib.
+# compat_tests/js/node_modules, a JDK where javac is missing, Maven where mvn is missing, Apache Kafka's
+# Java client (kafka-clients 4.3.0 with its compression and logging libraries, and Gson for the driver's
+# JSON) in compat_tests/java/lib, and Apache Kafka's broker from Maven Central in
+# compat_tests/reference/lib (the reference of the differential tests).
 # Idempotent, needs no standard input, and prints nothing unless something fails.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ apt_packages=()
 command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
 command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
 command -v javac >/dev/null 2>&1 || apt_packages+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
 if ((${#apt_packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Refresh the package lists only when apt does not know the packages yet (a fresh image has no lists).
@@ -84,3 +86,4 @@ with zipfile.ZipFile(wheel) as archive:
     mkdir -p "$(dirname "$java_lib")"
     mv "$work/lib" "$java_lib"
 fi
+bash "$here/reference/setup.sh"

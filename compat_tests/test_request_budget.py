@@ -14,7 +14,6 @@ and a large topic creation leaves the broker answering everyone else.
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
@@ -23,6 +22,8 @@ from confluent_kafka.admin import AdminClient
 
 from compat_tests.clients import ClientError, ConfluentClient, client_names
 from compat_tests.harness import BrokerProcess
+from compat_tests.wire_client import decode_response, encode_frame, read_frame
+from wire.messages import MetadataRequest
 
 ADMIN_CLIENTS = client_names("admin")
 HUGE = 268_435_456
@@ -111,39 +112,12 @@ def test_metadata_stays_prompt_while_9999_partitions_are_created(broker, topic):
     assert len(ConfluentClient(broker.bootstrap).partitions(big)) == 9_999
 
 
-def _frame(request, version: int, correlation_id: int) -> bytes:
-    from wire.primitives import Writer
-    from wire.protocol import RequestHeader, encode_request_header
-
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(request.API_KEY, version, correlation_id, "budget-test"))
-    request.encode_into(writer, version)
-    return struct.pack(">i", len(writer)) + writer.to_bytes()
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    def exactly(count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = sock.recv(min(count - len(data), 1 << 20))
-            if not chunk:
-                raise EOFError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
-
-
 def test_other_clients_are_served_while_a_request_naming_a_million_topics_is_handled(broker, topic):
-    from wire.messages import MetadataRequest, MetadataResponse
-    from wire.protocol import decode_response_header
-
     small = topic(partitions=1)
     names = [f"absent-{i}" for i in range(1_000_000)]
     request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
                               allow_auto_topic_creation=False)
-    frame = _frame(request, 12, 1)
+    frame = encode_frame(request, 12)
     assert len(frame) > 20 * 1024 * 1024
     prober = AdminClient({"bootstrap.servers": broker.bootstrap})
     prober.list_topics(small, timeout=10)
@@ -161,13 +135,12 @@ def test_other_clients_are_served_while_a_request_naming_a_million_topics_is_han
     with socket.create_connection((broker.host, broker.port), timeout=60) as sock:
         sent_at = time.monotonic()
         sock.sendall(frame)
-        response = _read_frame(sock)
+        response = read_frame(sock)
         answered_at = time.monotonic()
         answered.set()
     thread.join(30)
 
-    _, position = decode_response_header(memoryview(response), 1)
-    decoded = MetadataResponse.decode(memoryview(response)[position:], 12)
+    _, decoded = decode_response(response, MetadataRequest.API_KEY, 12)
     assert len(decoded.topics) == len(names)
     assert {t.error_code for t in decoded.topics} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
     # Decoding, handling and encoding this request take seconds of CPU; the event loop kept answering

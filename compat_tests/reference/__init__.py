@@ -1,0 +1,179 @@
+"""Apache Kafka itself, as the reference the differential tests compare trafka with.
+
+`KafkaBroker` runs a single-node Apache Kafka (KRaft, broker and controller in one process) from the
+jars that ``compat_tests/reference/setup.sh`` resolves from Maven Central, on free loopback ports and
+its own data directory formatted with Kafka's own storage tool. It is ready once it answers Metadata
+with itself as a registered broker. Kafka's warnings and errors go to a log file next to the data
+directory, shown by failing tests as trafka's are.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LIB = HERE / "lib"
+START_TIMEOUT = 90.0
+STOP_TIMEOUT = 30.0
+HOST = "127.0.0.1"
+JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+               "-Djava.awt.headless=true")
+#: Kafka's settings for a one-node development cluster; a test may override any of them.
+DEFAULT_PROPERTIES = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+}
+
+
+class ReferenceUnavailable(RuntimeError):
+    """Apache Kafka cannot be started here: its jars or java are missing (the message says which)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaBroker:
+    """One Apache Kafka process in KRaft combined mode, with a persistent data directory."""
+
+    #: Every Kafka started by the tests, so that a failing test can print their logs.
+    started: list[KafkaBroker] = []
+
+    def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "kafka"):
+        KafkaBroker.started.append(self)
+        self.data_dir = Path(data_dir)
+        self.overrides = {key: str(value) for key, value in (overrides or {}).items()}
+        self.name = name
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.stderr.log"
+        self.properties_path = self.data_dir.parent / f"{self.data_dir.name}.properties"
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # ----------------------------------------------------------------------------------- life-cycle
+
+    def start(self) -> KafkaBroker:
+        """Format the data directory (the first time), start Kafka and wait until it serves clients."""
+        if not any(LIB.glob("kafka_2.13-*.jar")):
+            raise ReferenceUnavailable(f"Apache Kafka's jars are not in {LIB}: run compat_tests/setup.sh")
+        if not _has_java():
+            raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
+        self.port, controller_port = _free_port(), _free_port()
+        properties = {
+            **DEFAULT_PROPERTIES,
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+            "log.dirs": str(self.data_dir),
+            **self.overrides,
+        }
+        self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        if not (self.data_dir / "meta.properties").exists():
+            self._run_tool("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.properties_path))
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self._java("kafka.Kafka", str(self.properties_path)),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._serves_clients():
+            if self._process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self._process.returncode}\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"{self.name} did not serve clients within {START_TIMEOUT} s\n{self.log_tail()}")
+            time.sleep(0.2)
+        return self
+
+    def stop(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    close = stop
+
+    # ----------------------------------------------------------------------------------- inspection
+
+    @property
+    def host(self) -> str:
+        return HOST
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def __repr__(self) -> str:
+        return f"<KafkaBroker {self.name} {self.bootstrap} data_dir={self.data_dir}>"
+
+    # ----------------------------------------------------------------------------------- internals
+
+    def _java(self, main_class: str, *arguments: str) -> list[str]:
+        return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+                "-cp", f"{LIB}/*", main_class, *arguments]
+
+    def _run_tool(self, main_class: str, *arguments: str) -> None:
+        result = subprocess.run(self._java(main_class, *arguments), stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"{main_class} {' '.join(arguments)} failed:\n{result.stdout}{result.stderr}")
+
+    def _serves_clients(self) -> bool:
+        """Whether Kafka answers Metadata with itself among the brokers (registered and unfenced)."""
+        from compat_tests.wire_client import WireClient
+        from wire.messages import MetadataRequest
+
+        try:
+            with WireClient(self.bootstrap, client_id="trafka-reference", timeout=2) as client:
+                response = client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+        except OSError:
+            return False
+        return bool(response.brokers)
+
+
+def _has_java() -> bool:
+    return any(os.access(Path(d) / "java", os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep))

@@ -1,0 +1,178 @@
+"""The same requests against Apache Kafka and trafka, and what a client observes compared: error codes,
+error messages, counts of records returned.
+
+Both brokers get the same settings where a scenario depends on one (``fetch.max.bytes``, topics' partition
+counts). Requests are sent by the wire client built from Kafka's own message specs, so that each one
+carries exactly what the scenario needs, counts no admin client would send included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference import KafkaBroker
+from compat_tests.wire_client import WireClient
+from wire.messages import (
+    ConsumerGroupHeartbeatRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    FetchRequest,
+    FindCoordinatorRequest,
+    ProduceRequest,
+)
+from wire.records import SimpleRecord, build_batch
+
+#: Settings both brokers run with.
+SHARED_SETTINGS = {"fetch.max.bytes": 3000, "num.partitions": 1}
+
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again.
+COORDINATOR_NOT_READY = {14, 15, 16}
+
+CreatableTopic = CreateTopicsRequest.CreatableTopic
+CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Apache Kafka and trafka side by side, with the same settings."""
+    root = tmp_path_factory.mktemp("differential")
+    kafka = KafkaBroker(Path(root) / "kafka", overrides=SHARED_SETTINGS)
+    trafka = BrokerProcess(Path(root) / "trafka", overrides=SHARED_SETTINGS, name="trafka")
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": kafka, "trafka": trafka}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def on_both(brokers, ask: Callable[[WireClient], object]) -> dict[str, object]:
+    """What ``ask`` observes on each broker, by broker name."""
+    observed = {}
+    for name, process in brokers.items():
+        with WireClient(process.bootstrap) as client:
+            observed[name] = ask(client)
+    return observed
+
+
+def assert_same(observed: dict[str, object]) -> None:
+    assert observed["trafka"] == observed["kafka"], observed
+
+
+# -------------------------------------------------------------------------- partitions per request
+
+
+def topic(name: str, partitions: int, configs: int = 0) -> CreatableTopic:
+    values = [("retention.ms", "3600000"), ("segment.bytes", "1048576"), ("cleanup.policy", "delete")]
+    return CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+                          configs=[CreatableTopicConfig(name=k, value=v) for k, v in values[:configs]])
+
+
+@pytest.mark.parametrize(
+    "topics",
+    [
+        pytest.param([topic("huge", 268_435_456), topic("small", 1)], id="268435456 partitions"),
+        pytest.param([topic("a", 5_000), topic("b", 5_001)], id="10001 partitions over two topics"),
+        pytest.param([topic("a", 4_999), topic("b", 4_999)], id="9998 partitions and 2 topics"),
+        pytest.param([topic("a", 4_999), topic("b", 5_000)], id="9999 partitions and 2 topics"),
+        pytest.param([topic("a", 10_000)], id="10000 partitions in one topic"),
+        pytest.param([topic("a", 9_998, configs=1)], id="9998 partitions and a config"),
+        pytest.param([topic("a", 9_998, configs=2)], id="9998 partitions and two configs"),
+        pytest.param([topic("a", 9_999), topic("bad?", 1), topic("zero", 0)], id="invalid topics count nothing"),
+        pytest.param([topic("a", 6_000), topic("a", 6_000), topic("b", 1)], id="duplicates count nothing"),
+    ],
+)
+def test_create_topics_within_one_requests_budget(brokers, topics):
+    request = CreateTopicsRequest(topics=topics, timeout_ms=10_000, validate_only=True)
+
+    observed = on_both(brokers, lambda client: sorted(
+        (t.name, t.error_code, t.error_message) for t in client.request(request, 7).topics))
+
+    assert_same(observed)
+
+
+@pytest.mark.parametrize("count", [268_435_456, 10_003, 10_002], ids=str)
+def test_create_partitions_within_one_requests_budget(brokers, count):
+    Topic = CreatePartitionsRequest.CreatePartitionsTopic
+
+    def ask(client: WireClient):
+        created = client.request(CreateTopicsRequest(topics=[topic(f"grow-{count}", 2)], timeout_ms=10_000), 7)
+        assert created.topics[0].error_code == 0, created
+        response = client.request(CreatePartitionsRequest(
+            topics=[Topic(name=f"grow-{count}", count=count, assignments=None)], timeout_ms=10_000,
+            validate_only=True), 3)
+        return [(r.name, r.error_code, r.error_message) for r in response.results]
+
+    assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- fetch.max.bytes
+
+
+def whole_batches(records: bytes | memoryview | None) -> list[bytes]:
+    """The complete record batches in a Fetch response's records, as a client reads them."""
+    data, batches, position = bytes(records or b""), [], 0
+    while position + 12 <= len(data):
+        end = position + 12 + int.from_bytes(data[position + 8:position + 12], "big")
+        if end > len(data):
+            break
+        batches.append(data[position:end])
+        position = end
+    return batches
+
+
+def test_fetch_keeps_to_fetch_max_bytes(brokers):
+    """Four batches of about 970 bytes in each of two partitions, fetched with max_bytes of 2 GiB from a
+    broker whose fetch.max.bytes is 3000."""
+    name = "capped"
+    fetch = FetchRequest(
+        max_wait_ms=0, min_bytes=1, max_bytes=2**31 - 1, isolation_level=0,
+        topics=[FetchRequest.FetchTopic(topic=name, partitions=[
+            FetchRequest.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=2**31 - 1) for p in (0, 1)])],
+    )
+
+    def ask(client: WireClient):
+        created = client.request(CreateTopicsRequest(topics=[topic(name, 2)], timeout_ms=10_000), 7)
+        assert created.topics[0].error_code == 0, created
+        for partition in (0, 1):
+            for _ in range(4):
+                batch = build_batch([SimpleRecord(None, bytes(900))])
+                produced = client.request(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+                    ProduceRequest.TopicProduceData(name=name, partition_data=[
+                        ProduceRequest.PartitionProduceData(index=partition, records=batch)])]), 9)
+                assert produced.responses[0].partition_responses[0].error_code == 0, produced
+        response = client.request(fetch, 12)
+        # Kafka cuts the response at fetch.max.bytes, inside a batch; trafka sends whole batches only.
+        # Clients drop a partial batch at the end, so what they read is the whole batches.
+        return [(p.partition_index, p.error_code, len(whole_batches(p.records))) for p in response.responses[0].partitions]
+
+    assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- subscription regexes
+
+
+@pytest.mark.parametrize("regex", ["(unbalanced", "(?=lookahead)x", r"(a)\1", "a*+"])
+def test_a_subscription_regex_kafka_cannot_compile_is_refused_alike(brokers, regex):
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=f"regex-{abs(hash(regex))}", member_id="m-" + "0" * 20, member_epoch=0, instance_id=None,
+        rack_id=None, rebalance_timeout_ms=30_000, subscribed_topic_names=None, subscribed_topic_regex=regex,
+        server_assignor=None, topic_partitions=[],
+    )
+
+    def ask(client: WireClient) -> int:
+        # The first request for a group creates the offsets topic on Kafka; ask until it is loaded.
+        client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[request.group_id]), 4)
+        deadline = time.monotonic() + 30
+        while (code := client.request(request, 1).error_code) in COORDINATOR_NOT_READY:
+            assert time.monotonic() < deadline, f"the coordinator of {request.group_id} is still not ready"
+            time.sleep(0.2)
+        return code
+
+    assert_same(on_both(brokers, ask))
