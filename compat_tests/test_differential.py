@@ -1,5 +1,6 @@
 """The same requests against Apache Kafka and trafka, and what a client observes compared: error codes,
-error messages, counts of records returned.
+error messages, counts of records returned; and the APIs Kafka serves that trafka does not, each
+explained in the README.
 
 Both brokers get the same settings where a scenario depends on one (``fetch.max.bytes``, topics' partition
 counts). Requests are sent by the wire client built from Kafka's own message specs, so that each one
@@ -8,16 +9,20 @@ carries exactly what the scenario needs, counts no admin client would send inclu
 
 from __future__ import annotations
 
+import json
+import re
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.reference import KafkaBroker
+from compat_tests.reference import LIB, KafkaBroker
 from compat_tests.wire_client import WireClient
 from wire.messages import (
+    ApiVersionsRequest,
     ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -27,6 +32,7 @@ from wire.messages import (
 )
 from wire.records import SimpleRecord, build_batch
 
+ROOT = Path(__file__).resolve().parent.parent
 #: Settings both brokers run with.
 SHARED_SETTINGS = {"fetch.max.bytes": 3000, "num.partitions": 1}
 
@@ -176,3 +182,45 @@ def test_a_subscription_regex_kafka_cannot_compile_is_refused_alike(brokers, reg
         return code
 
     assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- API coverage
+
+
+def kafka_api_names() -> dict[int, str]:
+    """API key -> name, from the message specs inside the reference's own kafka-clients jar."""
+    (jar,) = LIB.glob("kafka-clients-*.jar")
+    names = {}
+    with zipfile.ZipFile(jar) as archive:
+        for entry in archive.namelist():
+            if entry.startswith("common/message/") and entry.endswith("Request.json"):
+                spec = json.loads(re.sub(r"^\s*//.*$", "", archive.read(entry).decode(), flags=re.M))
+                names[spec["apiKey"]] = spec["name"].removesuffix("Request")
+    return names
+
+
+def advertised(process) -> dict[int, tuple[int, int]]:
+    with WireClient(process.bootstrap) as client:
+        response = client.request(ApiVersionsRequest(client_software_name="compat", client_software_version="1"), 3)
+    return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+
+
+def test_every_api_kafka_serves_is_served_or_explained_in_the_readme(brokers):
+    names = kafka_api_names()
+    served = advertised(brokers["trafka"])
+    readme = (ROOT / "README.md").read_text()
+    explained = set(re.findall(r"\b[A-Z][A-Za-z]+\b", readme.split("### What it does not serve yet", 1)[1]))
+
+    missing = [names.get(key, str(key)) for key in advertised(brokers["kafka"]) if key not in served]
+
+    unexplained = [name for name in missing if name not in explained]
+    assert not unexplained, f"APIs Apache Kafka serves that trafka neither serves nor explains: {unexplained}"
+
+
+def test_trafka_advertises_no_version_kafka_does_not_serve(brokers):
+    kafka, trafka = advertised(brokers["kafka"]), advertised(brokers["trafka"])
+
+    beyond = {key: (trafka[key], kafka.get(key)) for key in trafka
+              if key not in kafka or trafka[key][0] < kafka[key][0] or trafka[key][1] > kafka[key][1]}
+
+    assert not beyond, f"api key: (trafka's range, Kafka's range) {beyond}"
