@@ -3,7 +3,8 @@
 Kafka 4 still advertises v0-2 so that old librdkafka builds negotiate a version at all, and rejects
 them when used: this broker does the same (the connection is closed with a log line saying why).
 
-Each partition's records are one record batch (v3+ requires exactly one). The batch stays bytes: the
+Each partition's records are one record batch (v3+ requires exactly one; as in Kafka, bytes after the
+last whole batch are not a batch and are left out). The batch stays bytes: the
 log validates its header and CRC-32C, checks the idempotent producer's sequence, patches the base
 offset and leader epoch in place and appends it; records are not decoded. With a single replica the
 high watermark moves on every append, so acks=1 and acks=all are answered at once; acks=all with
@@ -14,12 +15,13 @@ does, so the producer refreshes its metadata. Produce never creates topics: that
 from __future__ import annotations
 
 import logging
+import struct
 
 from broker.handlers.registry import CloseConnection, RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ProduceRequest, ProduceResponse
 from wire.protocol import ApiKey
-from wire.records import RecordBatch
+from wire.records import LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,9 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 VALID_ACKS = (-1, 0, 1)
+#: The smallest record Kafka has ever had (magic 0): a batch length below it is corrupt.
+MIN_RECORD_SIZE = 14
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 @handles(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
@@ -56,7 +61,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 )
                 continue
             try:
-                records = _single_batch(data.records)
+                records = _single_batch(data.records, ctx.api_version)
                 info = partition.append(records)
             except KafkaError as exc:
                 log.debug("produce to %s-%d rejected: %s", partition.topic, data.index, exc)
@@ -89,25 +94,36 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     return ProduceResponse(responses=responses)
 
 
-def _single_batch(records) -> bytearray | memoryview:
-    """The partition's records as a writable buffer holding exactly one v2 record batch."""
-    if records is None or len(records) == 0:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request has no record batch for this partition")
-    if isinstance(records, memoryview) and records.readonly or isinstance(records, bytes):
-        records = bytearray(records)
-    if len(records) < 12:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch is truncated: {len(records)} bytes")
-    size = RecordBatch(records).size
-    if size > len(records):
-        raise KafkaError(
-            ErrorCode.CORRUPT_MESSAGE, f"Record batch is truncated: {len(records)} of {size} bytes present"
-        )
-    if size < len(records):
+def _single_batch(records: bytes | bytearray | memoryview | None, version: int) -> bytearray | memoryview:
+    """The partition's records as a writable buffer holding exactly one v2 record batch.
+
+    Read as Kafka reads them: whole batches, one after the other, and whatever follows the last whole
+    batch (a batch cut short) is not a batch at all; there must then be exactly one (INVALID_RECORD).
+    A batch length below the smallest record is CORRUPT_MESSAGE.
+    """
+    if records is None:
+        records = b""
+    end = count = 0
+    while len(records) - end >= LOG_OVERHEAD:
+        (length,) = _BATCH_LENGTH.unpack_from(records, end + 8)
+        if length < MIN_RECORD_SIZE:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"Record size {length} is less than the minimum record overhead ({MIN_RECORD_SIZE})",
+            )
+        if end + LOG_OVERHEAD + length > len(records):
+            break
+        end += LOG_OVERHEAD + length
+        count += 1
+    if count != 1:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
-            "Produce requests with version 3 or later must have exactly one record batch per partition",
+            f"Produce requests with version {version} must have {'at least' if count == 0 else 'exactly'} "
+            "one record batch per partition",
         )
-    return records
+    if isinstance(records, bytes) or isinstance(records, memoryview) and records.readonly:
+        records = bytearray(records[:end])
+    return records if end == len(records) else memoryview(records)[:end]
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
