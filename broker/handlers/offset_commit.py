@@ -6,6 +6,10 @@ group with generation -1 (admin clients, consumers that assign partitions themse
 the group if needed. Every accepted partition becomes a record in ``__consumer_offsets`` before the
 response is sent, so a commit that was acknowledged survives a restart.
 
+Partitions of topics that do not exist, and partitions a topic does not have, are answered
+UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for an unknown topic id) and left out of the commit, as
+Kafka does; when none is left the group is not asked at all.
+
 Errors: ILLEGAL_GENERATION (a member of an older generation: after a rebalance it must rejoin),
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (the group is between JoinGroup and
 SyncGroup), GROUP_ID_NOT_FOUND (v9+, a member commit to a group that does not exist; older versions get
@@ -43,44 +47,48 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
 
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
     offsets: list[CommitRequestOffset] = []
-    unknown_topics: set[int] = set()
+    unknown: dict[tuple[int, int], ErrorCode] = {}  # (topic's place in the request, partition) -> code
     names: list[str] = []
     for i, topic in enumerate(request.topics):
         name = topic.name
         if by_topic_id:
             known = broker.topics.by_id(topic.topic_id)
             if known is None:
-                unknown_topics.add(i)
+                unknown.update(((i, p.partition_index), ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions)
                 names.append("")
                 continue
             name = known.name
         names.append(name)
         for p in topic.partitions:
+            if broker.topics.partition(name, p.partition_index) is None:
+                unknown[(i, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
             offsets.append(
                 CommitRequestOffset(name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
             )
 
     retention_ms = request.retention_time_ms if 2 <= ctx.api_version <= 4 else -1
-    try:
-        results = coordinator.commit_offsets(
-            group_id=request.group_id,
-            member_id=request.member_id,
-            group_instance_id=request.group_instance_id,
-            generation_id=request.generation_id_or_member_epoch,
-            retention_ms=retention_ms,
-            offsets=offsets,
-            api_version=ctx.api_version,
-        )
-        everywhere = None
-    except KafkaError as exc:
-        results, everywhere = {}, exc.code
+    results, everywhere = {}, None
+    if offsets:  # with none left, the group is not asked (nor created)
+        try:
+            results = coordinator.commit_offsets(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                group_instance_id=request.group_instance_id,
+                generation_id=request.generation_id_or_member_epoch,
+                retention_ms=retention_ms,
+                offsets=offsets,
+                api_version=ctx.api_version,
+            )
+        except KafkaError as exc:
+            everywhere = exc.code
 
     responses = []
     for i, topic in enumerate(request.topics):
         partitions = []
         for p in topic.partitions:
-            if i in unknown_topics:
-                code = ErrorCode.UNKNOWN_TOPIC_ID
+            if (i, p.partition_index) in unknown:
+                code = unknown[(i, p.partition_index)]
             elif everywhere is not None:
                 code = everywhere
             else:

@@ -28,6 +28,7 @@ from broker.tests.conftest import start_broker
 from broker.topics import OFFSETS_TOPIC
 from wire.errors import ErrorCode
 from wire.messages import (
+    CreateTopicsRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
@@ -317,7 +318,16 @@ async def test_static_member_restart_keeps_its_place_and_fences_the_old_one(clie
     assert await heartbeat(client, "static", restarted.member_id, restarted.generation_id, "i-1") == ErrorCode.NONE
 
 
+async def create_topics(client, **partitions: int) -> None:
+    """Topics to commit offsets for (commits to topics that do not exist are refused)."""
+    topics = [CreateTopicsRequest.CreatableTopic(name=name, num_partitions=count, replication_factor=1)
+              for name, count in partitions.items()]
+    response = await client.request(CreateTopicsRequest(topics=topics, timeout_ms=5000), 7)
+    assert {t.error_code for t in response.topics} == {ErrorCode.NONE}, response
+
+
 async def test_offsets_commit_fetch_and_generation_checks(client):
+    await create_topics(client, t=4)
     assert await commit(client, "simple", {("t", 0): (5, "meta"), ("t", 1): (7, "")}) == {("t", 0): 0, ("t", 1): 0}
     assert await fetch(client, "simple", {"t": [0, 1, 2]}) == (0, {("t", 0): (5, "meta"), ("t", 1): (7, ""), ("t", 2): (-1, "")})
     assert await fetch(client, "simple") == (0, {("t", 0): (5, "meta"), ("t", 1): (7, "")})
@@ -371,7 +381,23 @@ async def test_leave_list_describe_delete(broker, client):
     assert [g.group_id for g in (await client.request(ListGroupsRequest(), 3)).groups] == []
 
 
+async def test_commits_to_unknown_topics_and_partitions_are_refused_alone(client):
+    await create_topics(client, t=2)
+
+    results = await commit(client, "partly", {("t", 1): (5, ""), ("t", 2): (6, ""), ("nowhere", 0): (7, "")})
+
+    assert results == {("t", 1): ErrorCode.NONE, ("t", 2): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       ("nowhere", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert await fetch(client, "partly") == (0, {("t", 1): (5, "")})
+    # With nothing left to commit, the group is not asked: no group is created, no group error given.
+    assert await commit(client, "never", {("nowhere", 0): (1, "")}, generation_id=3, member_id="m") == {
+        ("nowhere", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    described = await client.request(DescribeGroupsRequest(groups=["never"]), 5)
+    assert described.groups[0].group_state == "Dead"
+
+
 async def test_offset_delete(client):
+    await create_topics(client, t=1, u=1)
     await commit(client, "od", {("t", 0): (1, ""), ("u", 0): (2, "")})
     response = await client.request(
         OffsetDeleteRequest(group_id="od", topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(
@@ -386,6 +412,7 @@ async def test_offsets_and_groups_survive_a_restart(nursery, tmp_path):
     data_dir = tmp_path / "data"
     first = await start_broker(nursery, data_dir)
     client = await first.client()
+    await create_topics(client, t=4)
     joined = await join(client, "durable")
     await sync(client, "durable", joined, {joined.member_id: b"assigned"})
     await commit(client, "durable", {("t", 3): (42, "checkpoint-7")}, generation_id=1, member_id=joined.member_id)
