@@ -227,7 +227,8 @@ class TopicManager:
                 raise KafkaError(
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                    f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered "
+                    "or some brokers have all their log directories cordoned.",
                 )
             topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
             log_config = LogConfig.from_properties(topic_configs, self.default_log_config)

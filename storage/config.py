@@ -125,7 +125,8 @@ class _ConfigSpec:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: "
                              f"Value must be no more than {self.maximum}")
         if self.choices is not None:
-            items = value.split(",") if self.field == "cleanup_policy" else [value]
+            # An empty cleanup.policy (neither delete nor compact) is allowed, as in Kafka 4.1+.
+            items = [item for item in value.split(",") if item] if self.field == "cleanup_policy" else [value]
             for item in items:
                 if item not in self.choices:
                     raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration "
@@ -133,27 +134,29 @@ class _ConfigSpec:
         return value
 
 
-def _parse_int(name: str, raw: str) -> int:
+def _parse_int(name: str, raw: str, type_name: str = "LONG") -> int:
     try:
         return int(raw)
     except ValueError:
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"Invalid value {raw} for configuration {name}: Not a number") from None
+        raise _not_a_number(name, raw, type_name) from None
+
+
+def _not_a_number(name: str, raw: str, type_name: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: "
+                      f"Not a number of type {type_name}")
 
 
 def _parse_int32(name: str, raw: str) -> int:
-    value = _parse_int(name, raw)
+    value = _parse_int(name, raw, "INT")
     if not -(2**31) <= value <= INT_MAX:
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"Invalid value {raw} for configuration {name}: Not a 32-bit integer")
+        raise _not_a_number(name, raw, "INT")
     return value
 
 
 def _parse_int64(name: str, raw: str) -> int:
-    value = _parse_int(name, raw)
+    value = _parse_int(name, raw, "LONG")
     if not -(2**63) <= value <= LONG_MAX:
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"Invalid value {raw} for configuration {name}: Not a 64-bit integer")
+        raise _not_a_number(name, raw, "LONG")
     return value
 
 
@@ -161,8 +164,7 @@ def _parse_double(name: str, raw: str) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise KafkaError(ErrorCode.INVALID_CONFIG,
-                         f"Invalid value {raw} for configuration {name}: Not a number") from None
+        raise _not_a_number(name, raw, "DOUBLE") from None
 
 
 def _parse_bool(name: str, raw: str) -> bool:

@@ -441,7 +441,7 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
             results.append(
                 Result(
                     error_code=exc.code,
-                    error_message=exc.message or None,
+                    error_message=exc.message,  # an unknown topic: the empty string, as Kafka sends
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                     configs=[],
