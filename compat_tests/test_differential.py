@@ -27,8 +27,11 @@ from wire.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
     FetchRequest,
     FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetCommitRequest,
@@ -383,5 +386,102 @@ def test_delete_records_errors(brokers):
             for name, offset in (("trimmed", 99), ("trimmed-too", 1), ("never-created", 0))]), 2)
         return sorted((t.name, p.partition_index, p.error_code, p.low_watermark) for t in response.topics
                       for p in t.partitions)
+
+    assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- topic administration
+
+
+def creatable(name: str, partitions: int = 1, replication_factor: int = 1, configs: dict | None = None,
+              assignments: list[list[int]] | None = None) -> CreatableTopic:
+    return CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor,
+        assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=i, broker_ids=ids)
+                     for i, ids in enumerate(assignments or [])],
+        configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+
+
+CREATE_TOPICS_CASES = {
+    "replication factor 3": creatable("rf3", 1, 3),
+    "replication factor 0": creatable("rf0", 1, 0),
+    "partitions -2": creatable("p-2", -2),
+    "unknown config": creatable("unknown-config", configs={"no.such.config": "1"}),
+    "bad config value": creatable("bad-value", configs={"retention.ms": "soon"}),
+    "null config value": creatable("null-config", configs={"retention.ms": None}),
+    "assignment with counts": creatable("assigned", 1, 1, assignments=[[1]]),
+    "assignment to an unknown broker": creatable("assigned", -1, -1, assignments=[[7]]),
+    "assignment naming a broker twice": creatable("assigned", -1, -1, assignments=[[1, 1]]),
+    "__cluster_metadata": creatable("__cluster_metadata"),
+    "cleanup.policy empty": creatable("no-cleanup", configs={"cleanup.policy": ""}),
+    "min.insync.replicas over replicas": creatable("min-isr", configs={"min.insync.replicas": "2"}),
+}
+
+
+@pytest.mark.parametrize("case", CREATE_TOPICS_CASES)
+def test_create_topics_validation(brokers, case):
+    request = CreateTopicsRequest(topics=[CREATE_TOPICS_CASES[case]], timeout_ms=10_000, validate_only=True)
+
+    observed = on_both(brokers, lambda client: [(t.error_code, t.error_message) for t in client.request(request, 7).topics])
+
+    assert_same(observed)
+
+
+def test_delete_topics_errors(brokers):
+    D = DeleteTopicsRequest
+
+    def ask(client: WireClient):
+        response = client.request(D(topics=[D.DeleteTopicState(name=n) for n in ("never-created", "__consumer_offsets")],
+                                    timeout_ms=10_000), 6)
+        return sorted((r.name, r.error_code, r.error_message) for r in response.responses)
+
+    assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- configs
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+INCREMENTAL_CASES = {
+    "append to cleanup.policy": [("cleanup.policy", APPEND, "compact")],
+    "subtract cleanup.policy to nothing": [("cleanup.policy", SUBTRACT, "delete")],
+    "append to a non-list config": [("retention.ms", APPEND, "5")],
+    "delete a config never set": [("retention.ms", DELETE, None)],
+    "set an unknown config": [("no.such.config", SET, "1")],
+    "set a bad value": [("retention.ms", SET, "soon")],
+    "set and delete one config": [("retention.ms", SET, "5"), ("retention.ms", DELETE, None)],
+}
+
+
+@pytest.mark.parametrize("case", INCREMENTAL_CASES)
+def test_incremental_alter_configs_of_a_topic(brokers, case):
+    I = IncrementalAlterConfigsRequest
+    name = "configured-" + re.sub(r"\W+", "-", case)
+
+    def ask(client: WireClient):
+        create(client, name)
+        response = client.request(I(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=name, configs=[
+                I.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in INCREMENTAL_CASES[case]])]), 1)
+        (result,) = response.responses
+        described = client.request(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=["cleanup.policy", "retention.ms"])],
+            include_synonyms=False, include_documentation=False), 4)
+        values = sorted((c.name, c.value, c.config_source) for c in described.results[0].configs)
+        return result.error_code, result.error_message, values
+
+    assert_same(on_both(brokers, ask))
+
+
+def test_describe_configs_of_unknown_resources(brokers):
+    R = DescribeConfigsRequest.DescribeConfigsResource
+
+    def ask(client: WireClient):
+        response = client.request(DescribeConfigsRequest(resources=[
+            R(resource_type=TOPIC_RESOURCE, resource_name="never-created", configuration_keys=None),
+            R(resource_type=BROKER_RESOURCE, resource_name="99", configuration_keys=None),
+            R(resource_type=BROKER_RESOURCE, resource_name="not-a-number", configuration_keys=None),
+        ], include_synonyms=False, include_documentation=False), 4)
+        return [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in response.results]
 
     assert_same(on_both(brokers, ask))
