@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
@@ -47,6 +48,8 @@ async def handle_consumer_group_describe(
                 )
         return DescribedAssignment(topic_partitions=described)
 
+    # Without an authorizer every operation is allowed: reported when asked for.
+    operations = operations_bitfield(GROUP_OPERATIONS) if request.include_authorized_operations else -(2**31)
     groups = []
     for group_id in request.group_ids:
         if not group_id:
@@ -80,6 +83,7 @@ async def handle_consumer_group_describe(
                     )
                     for m in group.members.values()
                 ],
+                authorized_operations=operations,
             )
         )
     return ConsumerGroupDescribeResponse(groups=groups)

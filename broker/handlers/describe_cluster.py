@@ -61,6 +61,14 @@ CLUSTER_OPERATIONS = frozenset({
     AclOperation.ALTER,
     AclOperation.DESCRIBE,
 })
+#: What may be done to a group (DescribeGroups and ConsumerGroupDescribe report it when asked).
+GROUP_OPERATIONS = frozenset({
+    AclOperation.READ,
+    AclOperation.DELETE,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+})
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)

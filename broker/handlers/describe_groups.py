@@ -3,12 +3,13 @@
 State, protocol type and members of classic groups. A Stable group also reports its protocol and each
 member's metadata and assignment; other states list members without them. An unknown group is
 reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. v4 adds each member's group.instance.id;
-authorized operations (v3+) are not computed. A consumer group of the KIP-848 protocol — also one
+authorized operations (v3+), when asked for, are every operation a group supports: there is no authorizer. A consumer group of the KIP-848 protocol — also one
 whose members use the classic protocol, after an online upgrade — is reported like an unknown group, as
 Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
 """
 from __future__ import annotations
 
+from broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode
 from wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
@@ -27,6 +28,9 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     from broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.groups)
     from broker.groups.state import ClassicGroupState
 
+    operations = (
+        operations_bitfield(GROUP_OPERATIONS) if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    )
     described = []
     for group_id in request.groups:
         if not coordinator.active:
@@ -61,7 +65,7 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
                     )
                     for m in group.members.values()
                 ],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=operations,
             )
         )
     return DescribeGroupsResponse(groups=described)

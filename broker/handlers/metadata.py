@@ -8,7 +8,8 @@ otherwise they come back with UNKNOWN_TOPIC_OR_PARTITION, and invalid names with
 INVALID_TOPIC_EXCEPTION. Auto-creation keeps to the budget of a CreateTopics request: when the unknown
 topics of one request would need more than ``controller.max.records.per.batch`` records together (one
 for each topic and each of its partitions), none of them is created (they come back
-UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why.
+UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why. Without an authorizer every operation is allowed:
+a topic's authorized operations, when asked for (v8+), are all those a topic supports.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import uuid
 
 import trio
 
+from broker.handlers.describe_topic_partitions import TOPIC_OPERATIONS
 from broker.handlers.registry import RequestContext, handles
 from broker.topics import Topic
 from wire.errors import ErrorCode, KafkaError
@@ -40,10 +42,12 @@ PartitionResponse = MetadataResponse.MetadataResponsePartition
 async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     host, port = broker.config.advertised_address
+    # Without an authorizer every operation on a topic is allowed; reported when asked for (v8+).
+    operations = TOPIC_OPERATIONS if request.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     topics: list[TopicResponse] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         # All topics (v0 asks with an empty list; later versions with null).
-        topics = [_topic_response(topic) for topic in broker.topics]
+        topics = [_topic_response(topic, operations) for topic in broker.topics]
     else:
         allow_auto_create = (
             request.allow_auto_topic_creation
@@ -51,7 +55,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
             and _within_budget(ctx, request.topics)
         )
         for index, wanted in enumerate(request.topics, start=1):
-            topics.append(await _lookup(ctx, wanted, allow_auto_create))
+            topics.append(await _lookup(ctx, wanted, allow_auto_create, operations))
             if not index % YIELD_EVERY:  # a request naming a million topics shares the event loop
                 await trio.lowlevel.checkpoint()
     return Response(
@@ -78,7 +82,7 @@ def _within_budget(ctx: RequestContext, wanted: list[MetadataRequest.MetadataReq
 
 
 async def _lookup(
-    ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, allow_auto_create: bool
+    ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, allow_auto_create: bool, operations: int
 ) -> TopicResponse:
     topics = ctx.broker.topics
     if wanted.name is None:
@@ -87,25 +91,25 @@ async def _lookup(
             return TopicResponse(
                 error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id, partitions=[]
             )
-        return _topic_response(topic)
+        return _topic_response(topic, operations)
     topic = topics.get(wanted.name)
     if topic is not None:
-        return _topic_response(topic)
+        return _topic_response(topic, operations)
     try:
         if not allow_auto_create:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         topic = await topics.auto_create(wanted.name)
     except KafkaError as exc:
         return TopicResponse(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID, partitions=[])
-    return _topic_response(topic)
+    return _topic_response(topic, operations)
 
 
-def _topic_response(topic: Topic) -> TopicResponse:
+def _topic_response(topic: Topic, operations: int) -> TopicResponse:
     return TopicResponse(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=[PartitionResponse(error_code=ErrorCode.NONE, **p.leadership()) for p in topic.partitions],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=operations,
     )
