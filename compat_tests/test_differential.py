@@ -28,13 +28,17 @@ from wire.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeGroupsRequest,
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
     ProduceRequest,
 )
 from wire.records import SimpleRecord, build_batch
@@ -179,16 +183,7 @@ def test_a_subscription_regex_kafka_cannot_compile_is_refused_alike(brokers, reg
         server_assignor=None, topic_partitions=[],
     )
 
-    def ask(client: WireClient) -> int:
-        # The first request for a group creates the offsets topic on Kafka; ask until it is loaded.
-        client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[request.group_id]), 4)
-        deadline = time.monotonic() + 30
-        while (code := client.request(request, 1).error_code) in COORDINATOR_NOT_READY:
-            assert time.monotonic() < deadline, f"the coordinator of {request.group_id} is still not ready"
-            time.sleep(0.2)
-        return code
-
-    assert_same(on_both(brokers, ask))
+    assert_same(on_both(brokers, lambda client: group_request(client, request, 1).error_code))
 
 
 # -------------------------------------------------------------------------- API coverage
@@ -234,6 +229,28 @@ def test_trafka_advertises_no_version_kafka_does_not_serve(brokers):
 
 
 # -------------------------------------------------------------------------- produce and fetch errors
+
+
+def group_request(client: WireClient, request, version: int):
+    """A request to a group's coordinator, asked again while the coordinator loads (the first request for
+    a group creates the offsets topic on Kafka)."""
+    group_id = getattr(request, "group_id", None) or request.groups[0]
+    found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]), 4)
+    deadline = time.monotonic() + 30
+    while True:
+        response = client.request(request, version)
+        if not _error_codes(response) & COORDINATOR_NOT_READY:
+            return response
+        assert time.monotonic() < deadline, f"the coordinator of {group_id} is still not ready: {found}"
+        time.sleep(0.2)
+
+
+def _error_codes(response) -> set[int]:
+    if hasattr(response, "error_code"):
+        return {response.error_code}
+    if hasattr(response, "groups"):
+        return {group.error_code for group in response.groups}
+    return {partition.error_code for topic in response.topics for partition in topic.partitions}
 
 
 def create(client: WireClient, name: str, partitions: int = 1, **configs: str) -> None:
@@ -483,5 +500,59 @@ def test_describe_configs_of_unknown_resources(brokers):
             R(resource_type=BROKER_RESOURCE, resource_name="not-a-number", configuration_keys=None),
         ], include_synonyms=False, include_documentation=False), 4)
         return [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in response.results]
+
+    assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- authorized operations
+
+
+def test_authorized_operations_when_asked(brokers):
+    def ask(client: WireClient):
+        create(client, "authorized")
+        metadata = client.request(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="authorized")], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=True), 12)
+        cluster = client.request(DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+        not_asked = client.request(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="authorized")], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False), 12)
+        return (metadata.topics[0].topic_authorized_operations, cluster.cluster_authorized_operations,
+                not_asked.topics[0].topic_authorized_operations)
+
+    assert_same(on_both(brokers, ask))
+
+
+def test_group_authorized_operations_when_asked(brokers):
+    C = OffsetCommitRequest
+
+    def ask(client: WireClient):
+        create(client, "group-ops", 1)
+        commit = C(group_id="described", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                   topics=[C.OffsetCommitRequestTopic(name="group-ops", partitions=[C.OffsetCommitRequestPartition(
+                       partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
+        committed = group_request(client, commit, 8)
+        assert committed.topics[0].partitions[0].error_code == 0, committed
+        described = group_request(client, DescribeGroupsRequest(groups=["described"],
+                                                                include_authorized_operations=True), 5)
+        return [(g.error_code, g.group_state, g.authorized_operations) for g in described.groups]
+
+    assert_same(on_both(brokers, ask))
+
+
+def test_offset_fetch_and_delete_of_unknown_topics(brokers):
+    F, D = OffsetFetchRequest, OffsetDeleteRequest
+
+    def ask(client: WireClient):
+        create(client, "fetched-offsets", 1)
+        fetched = group_request(client, F(group_id="reader", topics=[F.OffsetFetchRequestTopic(
+            name=n, partition_indexes=[0, 3]) for n in ("fetched-offsets", "never-created")], require_stable=False), 7)
+        deleted = group_request(client, D(group_id="reader", topics=[D.OffsetDeleteRequestTopic(
+            name=n, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])
+            for n in ("fetched-offsets", "never-created")]), 0)
+        return (fetched.error_code,
+                sorted((t.name, p.partition_index, p.committed_offset, p.error_code)
+                       for t in fetched.topics for p in t.partitions),
+                deleted.error_code, sorted((t.name, p.error_code) for t in deleted.topics for p in t.partitions))
 
     assert_same(on_both(brokers, ask))
