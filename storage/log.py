@@ -965,6 +965,12 @@ class Log:
             segment.close()
         self.remove_deleted_segments(force=True)
 
+    def release_descriptors(self) -> None:
+        """Let go of the descriptors of every segment (slices already handed out keep theirs):
+        the log is being deleted, and its descriptors go back to the process's budget at once."""
+        for segment in self._segments + [segment for _, segment in self._deleted_segments]:
+            segment.release_descriptors()
+
     def close_handles(self) -> None:
         """Close every file without touching the disk: the directory has been removed."""
         self._closed = True

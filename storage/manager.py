@@ -353,12 +353,14 @@ class LogManager:
 
     def remove_logs(self, topic: str, *, now_ms: int | None = None) -> LogDeletion:
         """Take every partition log of ``topic`` out of this manager; the returned deletion's ``run``,
-        in any thread, removes their directories. Their files stay open for ``file.delete.delay.ms``
-        (reads in flight may still send from them)."""
+        in any thread, removes their directories. Their ``.log`` descriptors are let go of at once
+        (reads in flight keep theirs until sent); their indexes stay mapped for
+        ``file.delete.delay.ms``."""
         now = _now_ms(now_ms)
         moves = []
         for key in sorted(k for k in self._logs if k[0] == topic):
             log = self._logs.pop(key)
+            log.release_descriptors()
             target = self.data_dir / files.delete_dir_name(*key)
             moves.append((key, log.dir, target))
             log.dir = target

@@ -158,6 +158,12 @@ class LogSegment:
         handed out keep theirs until they are gone."""
         self._file = None
 
+    def release_descriptors(self) -> None:
+        """Let go of every descriptor of the segment, its own and its reader's (slices keep
+        theirs); a later read or append opens the file again."""
+        self._file = None
+        READERS.discard(self)
+
     def _truncate_file(self, size: int) -> None:
         if self._file is not None:
             os.ftruncate(self._file.fd, size)
@@ -283,11 +289,9 @@ class LogSegment:
             )
         offset_index, time_index = self.offset_index, self.time_index
         # Bytes since the last entry when the last batch comes: over the interval, an entry is added.
-        if self._bytes_since_last_index_entry + len(data) - batches[-1].size > self.index_interval_bytes and (
-            offset_index._mmap is None or time_index._mmap is None
-        ):
-            # This append adds the first entries: map the index files before writing, so that
-            # running out of memory maps (vm.max_map_count) fails the append with nothing written.
+        if self._bytes_since_last_index_entry + len(data) - batches[-1].size > self.index_interval_bytes:
+            # Have the index files mapped before writing (they are mapped with their first entry):
+            # running out of memory maps (vm.max_map_count) then fails the append with nothing written.
             offset_index.prepare_append()
             time_index.prepare_append()
         position = self.size

@@ -246,3 +246,23 @@ def test_no_memory_map_left_for_the_first_index_entry_fails_the_append_before_wr
     assert _read_every_segment(log) == [(0, 1), (2, 3)]
     assert active.offset_index.entries == 1
     log.close()
+
+
+def test_a_deleted_log_gives_its_descriptors_back_at_once(tmp_path: Path, make_batch, readers) -> None:
+    from storage.manager import LogManager
+
+    manager = LogManager(tmp_path, SMALL)
+    manager.load()
+    gone = manager.create_log("gone", 0, SMALL, __import__("uuid").uuid4())
+    for _ in range(30):
+        gone.append(make_batch(2, 40), leader_epoch=0, now_ms=0)
+    in_flight = gone.read(0, 100).records
+    _read_every_segment(gone)
+    assert len(_open_in(tmp_path)) == 5  # the lock, the active segment, two readers, the slice's
+    manager.remove_logs("gone").run()
+    # only the slice in flight holds a descriptor now, and it still reads
+    assert len(_open_in(tmp_path)) == 2 and len(readers) == 0
+    assert _offsets(in_flight.read()) == [(0, 1)]
+    del in_flight
+    assert len(_open_in(tmp_path)) == 1
+    manager.close()
