@@ -115,3 +115,18 @@ def test_produce_auto_creates_topic(broker, topic, client_for, client):
     assert adapter.partitions(name) == [0]
     assert name in adapter.list_topics()
     assert_round_trip(messages, deliveries, CLIENTS["confluent-kafka"](broker.bootstrap).consume(name, 3))
+
+
+def test_kafka_python_lists_config_resources(broker, topic):
+    from kafka import KafkaAdminClient
+
+    name = topic(partitions=1)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="compat-config-resources")
+    try:
+        every = admin.list_config_resources()
+        topics_only = admin.list_config_resources(["topic"])
+    finally:
+        admin.close()
+
+    assert name in every["topic"] and every["broker"] == [str(broker.node_id)], every
+    assert set(topics_only) == {"topic"} and name in topics_only["topic"], topics_only

@@ -34,6 +34,7 @@ from wire.messages import (
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetCommitRequest,
@@ -556,3 +557,21 @@ def test_offset_fetch_and_delete_of_unknown_topics(brokers):
                 deleted.error_code, sorted((t.name, p.error_code) for t in deleted.topics for p in t.partitions))
 
     assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- ListConfigResources
+
+
+@pytest.mark.parametrize(("version", "types"), [(1, [2]), (1, [4]), (1, [16]), (1, [32]), (1, [2, 99]), (1, [99]),
+                                                (0, [])], ids=str)
+def test_list_config_resources(brokers, version, types):
+    def ask(client: WireClient):
+        create(client, "listed-config-resource")
+        response = client.request(ListConfigResourcesRequest(resource_types=types), version)
+        return response.error_code, sorted((r.resource_type, r.resource_name) for r in response.config_resources)
+
+    observed = on_both(brokers, ask)
+
+    assert_same(observed)
+    if types == [2]:
+        assert (2, "listed-config-resource") in observed["trafka"][1]

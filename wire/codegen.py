@@ -69,6 +69,7 @@ SERVED_APIS = (
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
     "DescribeTopicPartitions",
+    "ListConfigResources",
 )
 
 # Schemas without an api key, encoded inside other messages (JoinGroup/SyncGroup member metadata

@@ -69,6 +69,10 @@ from wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from wire.messages.list_config_resources import (
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
+)
 from wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
 from wire.primitives import Message
 
@@ -112,6 +116,7 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -154,6 +159,7 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.LIST_TRANSACTIONS: ListTransactionsRequest,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeRequest,
+    ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesRequest,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsRequest,
 }
 RESPONSES: dict[int, type[Message]] = {
@@ -195,6 +201,7 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
+    ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesResponse,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsResponse,
 }
 
@@ -254,6 +261,8 @@ __all__ = [
     "JoinGroupResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
     "ListOffsetsRequest",
