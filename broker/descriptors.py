@@ -4,7 +4,8 @@ A partition holds one descriptor, its active segment's ``.log`` file: index file
 no descriptor kept, and segments no longer written to are opened for reads on demand through a
 bounded cache (``storage.open_files``). Besides its partitions the broker needs descriptors for
 client connections, that cache of readers, and the files flushes and checkpoints open for a
-moment; ``RESERVE`` keeps room for them.
+moment; ``RESERVE`` keeps room for them. Until ``__consumer_offsets`` exists, room for its
+partitions is kept too, so that consumer groups work on a broker whose other topics took the rest.
 
 At start-up the soft limit is raised to the hard limit, as the JVM does for Kafka, and the broker
 logs the limit and about how many partitions it allows (and warns when ``vm.max_map_count``, the
@@ -98,10 +99,12 @@ class DescriptorBudget:
             f"{self.partitions_left} more partitions ({DESCRIPTORS_PER_PARTITION} descriptor each)"
         )
 
-    def check(self, new_partitions: int) -> None:
-        """Raise KafkaError(POLICY_VIOLATION) unless ``new_partitions`` more partitions fit."""
+    def check(self, new_partitions: int, *, kept_for_offsets: int = 0) -> None:
+        """Raise KafkaError(POLICY_VIOLATION) unless ``new_partitions`` more partitions fit, with
+        room left for ``kept_for_offsets`` partitions of a group coordinator's topic to come."""
         needed = new_partitions * DESCRIPTORS_PER_PARTITION
-        if needed <= self.left:
+        kept = kept_for_offsets * DESCRIPTORS_PER_PARTITION
+        if needed + kept <= self.left:
             return
         advice = f"Kafka's documentation advises at least {ADVISED_LIMIT}" if self.limit < ADVISED_LIMIT else (
             "each partition holds one"
@@ -109,8 +112,8 @@ class DescriptorBudget:
         raise KafkaError(
             ErrorCode.POLICY_VIOLATION,
             f"Creating {new_partitions} partitions needs about {needed} more file descriptors; this broker "
-            f"has {self.left} left of its limit of {self.limit} (ulimit -n), {self.reserve} of them kept for "
-            f"connections and reads. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit; {advice}) "
+            f"has {self.left - kept} left of its limit of {self.limit} (ulimit -n), {self.reserve + kept} of them "
+            f"kept for connections and reads{' and the consumer offsets topic' if kept else ''}. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit; {advice}) "
             f"and restart the broker, or create fewer partitions.",
         )
 
@@ -142,6 +145,7 @@ def current_budget() -> DescriptorBudget:
     return DescriptorBudget(descriptor_limit(), descriptors_in_use())
 
 
-def check_new_partitions(count: int) -> None:
-    """Refuse (POLICY_VIOLATION) ``count`` new partitions that would not fit in the descriptor limit."""
-    current_budget().check(count)
+def check_new_partitions(count: int, *, kept_for_offsets: int = 0) -> None:
+    """Refuse (POLICY_VIOLATION) ``count`` new partitions that would not fit in the descriptor limit,
+    keeping room for ``kept_for_offsets`` partitions of ``__consumer_offsets`` when it is still to come."""
+    current_budget().check(count, kept_for_offsets=kept_for_offsets)

@@ -13,6 +13,7 @@ import trio
 from broker import descriptors
 from broker.descriptors import RESERVE, DescriptorBudget
 from broker.tests.conftest import start_broker
+from broker.topics import OFFSETS_TOPIC
 from broker.tests.test_produce_fetch import create_topic, fetch, produce, values
 from storage import open_files
 from wire.errors import ErrorCode, KafkaError
@@ -30,6 +31,11 @@ def test_budget_leaves_the_reserve_and_names_the_limit():
     assert f"Creating {budget.left + 1} partitions" in refused.value.message
     assert f"left of its limit of 20000 (ulimit -n)" in refused.value.message
     assert DescriptorBudget(limit=100, in_use=90).left == 0
+    with pytest.raises(KafkaError) as refused:
+        budget.check(budget.left - 49, kept_for_offsets=50)
+    assert f"has {budget.left - 50} left" in refused.value.message
+    assert "and the consumer offsets topic" in refused.value.message
+    budget.check(budget.left - 50, kept_for_offsets=50)
 
 
 def test_descriptors_in_use_counts_this_process():
@@ -70,17 +76,22 @@ async def test_partitions_past_the_budget_are_refused_whole(
     client = await running.client()
     await create_topic(client, "kept", partitions=2)
     in_use = descriptors.descriptors_in_use()
-    monkeypatch.setattr(descriptors, "descriptor_limit", lambda: in_use + RESERVE + 10)
+    # room for 10 partitions, and for the 50 of __consumer_offsets, still to come
+    limit = in_use + RESERVE + 10 + 50
+    monkeypatch.setattr(descriptors, "descriptor_limit", lambda: limit)
     for validate_only in (True, False):
         refused = await _create(client, "wide", 11, validate_only=validate_only)
         assert refused.error_code == ErrorCode.POLICY_VIOLATION
-        assert f"limit of {in_use + RESERVE + 10} (ulimit -n)" in refused.error_message
+        assert f"limit of {limit} (ulimit -n)" in refused.error_message
     grow = CreatePartitionsRequest.CreatePartitionsTopic(name="kept", count=13, assignments=None)
     response = await client.request(CreatePartitionsRequest(topics=[grow], timeout_ms=30000), 3)
     assert response.results[0].error_code == ErrorCode.POLICY_VIOLATION
     assert running.broker.topics.get("wide") is None and not list(tmp_path.glob("wide-*"))
     assert len(running.broker.topics.get("kept").partitions) == 2
     assert (await _create(client, "narrow", 5)).error_code == ErrorCode.NONE
+    assert (await _create(client, "more", 6)).error_code == ErrorCode.POLICY_VIOLATION
+    # the group coordinator's topic still fits
+    await running.broker.topics.create(OFFSETS_TOPIC, 50)
     await running.close()
 
 
