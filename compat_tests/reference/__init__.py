@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -76,25 +76,17 @@ class KafkaBroker:
 
     def start(self) -> KafkaBroker:
         """Format the data directory (the first time), start Kafka and wait until it serves clients."""
-        if not any(LIB.glob("kafka_2.13-*.jar")):
+        if not jars_present():
             raise ReferenceUnavailable(f"Apache Kafka's jars are not in {LIB}: run compat_tests/setup.sh")
         if not _has_java():
             raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
-        self.port, controller_port = _free_port(), _free_port()
-        properties = {
-            **DEFAULT_PROPERTIES,
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
-            "controller.quorum.voters": f"1@{HOST}:{controller_port}",
-            "log.dirs": str(self.data_dir),
-            **self.overrides,
-        }
-        self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        self.port = _free_port()
+        write_properties(self.properties_path, self.data_dir, self.port, _free_port(), self.overrides)
         if not (self.data_dir / "meta.properties").exists():
-            self._run_tool("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.properties_path))
+            format_storage(self.properties_path)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
-                self._java("kafka.Kafka", str(self.properties_path)),
+                java_command("kafka.Kafka", str(self.properties_path)),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             )
         deadline = time.monotonic() + START_TIMEOUT
@@ -152,27 +144,56 @@ class KafkaBroker:
 
     # ----------------------------------------------------------------------------------- internals
 
-    def _java(self, main_class: str, *arguments: str) -> list[str]:
-        return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
-                "-cp", f"{LIB}/*", main_class, *arguments]
-
-    def _run_tool(self, main_class: str, *arguments: str) -> None:
-        result = subprocess.run(self._java(main_class, *arguments), stdin=subprocess.DEVNULL,
-                                capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"{main_class} {' '.join(arguments)} failed:\n{result.stdout}{result.stderr}")
-
     def _serves_clients(self) -> bool:
-        """Whether Kafka answers Metadata with itself among the brokers (registered and unfenced)."""
-        from compat_tests.wire_client import WireClient
-        from wire.messages import MetadataRequest
+        return serves_clients(self.bootstrap)
 
-        try:
-            with WireClient(self.bootstrap, client_id="trafka-reference", timeout=2) as client:
-                response = client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
-        except OSError:
-            return False
-        return bool(response.brokers)
+
+def jars_present() -> bool:
+    return any(LIB.glob("kafka_2.13-*.jar"))
+
+
+def java_command(main_class: str, *arguments: str, jvm_options: Sequence[str] = JVM_OPTIONS) -> list[str]:
+    """The command line running ``main_class`` from the reference's jars, with its logging set-up."""
+    return ["java", *jvm_options, f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+            "-cp", f"{LIB}/*", main_class, *arguments]
+
+
+def write_properties(path: Path, data_dir: Path, port: int, controller_port: int,
+                     overrides: Mapping[str, object] | None = None) -> None:
+    """Write a one-node KRaft broker's properties: DEFAULT_PROPERTIES, client listener on ``port``,
+    controller on ``controller_port`` (both on HOST), log in ``data_dir``, then ``overrides``."""
+    properties = {
+        **DEFAULT_PROPERTIES,
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+        "log.dirs": str(data_dir),
+        **{key: str(value) for key, value in (overrides or {}).items()},
+    }
+    Path(path).write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+
+
+def format_storage(properties_path: Path, *, jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
+    """Format the data directory named in ``properties_path`` for a new cluster, with Kafka's storage tool."""
+    arguments = ("format", "-t", _cluster_id(), "-c", str(properties_path))
+    result = subprocess.run(java_command("kafka.tools.StorageTool", *arguments, jvm_options=jvm_options),
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"kafka.tools.StorageTool {' '.join(arguments)} failed:\n{result.stdout}{result.stderr}")
+
+
+def serves_clients(bootstrap: str) -> bool:
+    """Whether the Kafka at ``bootstrap`` answers Metadata with itself among the brokers (registered and
+    unfenced)."""
+    from compat_tests.wire_client import WireClient
+    from wire.messages import MetadataRequest
+
+    try:
+        with WireClient(bootstrap, client_id="trafka-reference", timeout=2) as client:
+            response = client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+    except OSError:
+        return False
+    return bool(response.brokers)
 
 
 def _has_java() -> bool:
