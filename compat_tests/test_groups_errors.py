@@ -93,8 +93,9 @@ def test_bad_group_requests_get_kafkas_errors_while_a_real_group_keeps_working(b
             m.stop()
 
 
-def test_wrong_generation_and_heartbeats_after_expiry(broker, raw):
+def test_wrong_generation_and_heartbeats_after_expiry(broker, raw, topic):
     group = f"group-{uuid.uuid4().hex[:8]}"
+    committed_topic = topic(partitions=1)
     first = _join(raw, group)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     joined = _join(raw, group, member_id=first.member_id)
@@ -107,7 +108,7 @@ def test_wrong_generation_and_heartbeats_after_expiry(broker, raw):
     assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
     commit = raw.request(OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=joined.generation_id - 1, member_id=joined.member_id,
-        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=committed_topic, partitions=[
             OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 9)
     assert commit.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
 
