@@ -9,9 +9,10 @@ partitions is kept too, so that consumer groups work on a broker whose other top
 
 At start-up the soft limit is raised to the hard limit, as the JVM does for Kafka, and the broker
 logs the limit and about how many partitions it allows (and warns when ``vm.max_map_count``, the
-limit on memory maps that mapped index files count against, is too low for that many). Topic creation and partition growth check
-that the new partitions fit before creating anything, and refuse the whole request otherwise with
-POLICY_VIOLATION (as Kafka refuses a CreateTopics over its partition limits), naming the limit.
+limit on memory maps that mapped index files count against, is too low for that many). Topic
+creation and partition growth check that the new partitions fit before creating anything, and
+refuse the whole request otherwise with POLICY_VIOLATION (as Kafka refuses a CreateTopics over its
+partition limits), naming the limit.
 """
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ DESCRIPTORS_PER_PARTITION = 1
 CONNECTION_RESERVE = 256
 #: Descriptors never given to partitions.
 RESERVE = READER_CACHE_SIZE + CONNECTION_RESERVE
+#: Descriptors the broker holds besides its partitions' (standard streams, the data directory's
+#: lock, listeners, the event loop's own).
+BROKER_DESCRIPTORS = 32
+#: Descriptors kept free whatever the process holds: files opened for a moment (flushes, checkpoints).
+MARGIN = 64
 #: The hard limit set where the kernel reports none (Linux's default fs.nr_open).
 _NR_OPEN_DEFAULT = 1_048_576
 #: What Kafka's documentation advises as a starting point for a broker.
@@ -76,45 +82,52 @@ def descriptors_in_use() -> int:
 
 @dataclass(frozen=True)
 class DescriptorBudget:
-    """The limit, the descriptors in use, and what is left for new partitions."""
+    """What new partitions may still take of the descriptor limit.
+
+    Partitions get what the limit leaves after the broker's own descriptors, those of its
+    partitions, and ``reserve`` (connections, readers of older segments); should the process hold
+    more than that accounts for (many connections at once), what it holds counts instead.
+    """
 
     limit: int
     in_use: int
+    partitions: int
     reserve: int = RESERVE
 
     @property
     def left(self) -> int:
         """Descriptors new partitions may take."""
-        return max(self.limit - self.in_use - self.reserve, 0)
+        held = BROKER_DESCRIPTORS + self.partitions * DESCRIPTORS_PER_PARTITION
+        return max(min(self.limit - self.reserve - held, self.limit - self.in_use - MARGIN), 0)
 
     @property
     def partitions_left(self) -> int:
         return self.left // DESCRIPTORS_PER_PARTITION
 
-    def describe(self, partitions: int) -> str:
+    def describe(self) -> str:
         """One line for the start-up log."""
         return (
-            f"file descriptors: limit {self.limit} (ulimit -n), {self.in_use} in use by {partitions} partitions "
-            f"and the broker, {self.reserve} kept for connections and reads: room for about "
-            f"{self.partitions_left} more partitions ({DESCRIPTORS_PER_PARTITION} descriptor each)"
+            f"file descriptors: limit {self.limit} (ulimit -n), {self.in_use} in use, {self.partitions} partitions: "
+            f"room for about {self.partitions_left} more partitions ({DESCRIPTORS_PER_PARTITION} descriptor each; "
+            f"{self.reserve} kept for connections and reads)"
         )
 
     def check(self, new_partitions: int, *, kept_for_offsets: int = 0) -> None:
         """Raise KafkaError(POLICY_VIOLATION) unless ``new_partitions`` more partitions fit, with
-        room left for ``kept_for_offsets`` partitions of a group coordinator's topic to come."""
+        room left for ``kept_for_offsets`` partitions of the group coordinator's topic to come."""
         needed = new_partitions * DESCRIPTORS_PER_PARTITION
         kept = kept_for_offsets * DESCRIPTORS_PER_PARTITION
         if needed + kept <= self.left:
             return
-        advice = f"Kafka's documentation advises at least {ADVISED_LIMIT}" if self.limit < ADVISED_LIMIT else (
-            "each partition holds one"
-        )
+        offsets = f", and {kept} for the consumer offsets topic to come" if kept else ""
+        advice = f"; Kafka's documentation advises at least {ADVISED_LIMIT}" if self.limit < ADVISED_LIMIT else ""
         raise KafkaError(
             ErrorCode.POLICY_VIOLATION,
-            f"Creating {new_partitions} partitions needs about {needed} more file descriptors; this broker "
-            f"has {self.left - kept} left of its limit of {self.limit} (ulimit -n), {self.reserve + kept} of them "
-            f"kept for connections and reads{' and the consumer offsets topic' if kept else ''}. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit; {advice}) "
-            f"and restart the broker, or create fewer partitions.",
+            f"Creating {new_partitions} partitions needs about {needed} more file descriptors; this broker has "
+            f"{max(self.left - kept, 0)} left of its limit of {self.limit} (ulimit -n): its {self.partitions} "
+            f"partitions hold {DESCRIPTORS_PER_PARTITION} each, {self.reserve} are kept for connections and "
+            f"reads{offsets}. Raise the limit (ulimit -n, or LimitNOFILE in a systemd unit{advice}) and restart "
+            f"the broker, or create fewer partitions.",
         )
 
 
@@ -141,11 +154,13 @@ def map_count_warning(partitions: int) -> str | None:
     )
 
 
-def current_budget() -> DescriptorBudget:
-    return DescriptorBudget(descriptor_limit(), descriptors_in_use())
+def current_budget(partitions: int) -> DescriptorBudget:
+    """The budget of a broker holding ``partitions`` partitions, as the process stands now."""
+    return DescriptorBudget(descriptor_limit(), descriptors_in_use(), partitions)
 
 
-def check_new_partitions(count: int, *, kept_for_offsets: int = 0) -> None:
-    """Refuse (POLICY_VIOLATION) ``count`` new partitions that would not fit in the descriptor limit,
-    keeping room for ``kept_for_offsets`` partitions of ``__consumer_offsets`` when it is still to come."""
-    current_budget().check(count, kept_for_offsets=kept_for_offsets)
+def check_new_partitions(count: int, *, partitions: int, kept_for_offsets: int = 0) -> None:
+    """Refuse (POLICY_VIOLATION) ``count`` new partitions, next to the ``partitions`` there are, that
+    would not fit in the descriptor limit, keeping room for ``kept_for_offsets`` partitions of
+    ``__consumer_offsets`` when it is still to come."""
+    current_budget(partitions).check(count, kept_for_offsets=kept_for_offsets)

@@ -53,8 +53,8 @@ class Server:
             try:
                 await broker.start()
                 partitions = sum(len(t.partitions) for t in broker.topics)
-                budget = current_budget()
-                log.info("%s", budget.describe(partitions))
+                budget = current_budget(partitions)
+                log.info("%s", budget.describe())
                 maps_warning = map_count_warning(partitions + budget.partitions_left)
                 if maps_warning is not None:
                     log.warning("%s", maps_warning)

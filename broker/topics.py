@@ -167,11 +167,14 @@ class TopicManager:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(write)
 
-    def _kept_for_offsets(self, name: str) -> int:
-        """Partitions of ``__consumer_offsets`` to keep descriptors for while it does not exist."""
+    def _check_descriptors(self, name: str, new_partitions: int) -> None:
+        """Refuse new partitions of ``name`` that the descriptor limit has no room for, keeping room
+        for ``__consumer_offsets`` until it exists."""
+        kept = self.config.offsets_topic_num_partitions
         if name == OFFSETS_TOPIC or OFFSETS_TOPIC in self._topics:
-            return 0
-        return self.config.offsets_topic_num_partitions
+            kept = 0
+        partitions = sum(len(topic.partitions) for topic in self._topics.values())
+        check_new_partitions(new_partitions, partitions=partitions, kept_for_offsets=kept)
 
     async def _restore_catalog(self) -> None:
         """Write the catalog back as it was before a change whose logs could not all be created
@@ -238,7 +241,7 @@ class TopicManager:
                 )
             topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
             log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
-            check_new_partitions(num_partitions, kept_for_offsets=self._kept_for_offsets(name))
+            self._check_descriptors(name, num_partitions)
             topic = Topic(name, new_topic_id(), topic_configs, log_config)
             if validate_only:
                 return topic
@@ -309,7 +312,7 @@ class TopicManager:
             )
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        check_new_partitions(count - current, kept_for_offsets=self._kept_for_offsets(name))
+        self._check_descriptors(name, count - current)
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count, save=False)

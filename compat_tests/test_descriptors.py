@@ -1,8 +1,8 @@
 """File descriptors: a broker started with a low limit (1024, soft and hard) says so at start-up,
 refuses topics and partitions that would not fit with POLICY_VIOLATION and a message naming the
 limit, creates nothing of a refused request, and goes on serving the partitions it has: producing,
-consuming in a group (the first one, whose __consumer_offsets it kept room for), committing offsets. Each partition holds one descriptor, however many
-segments it has."""
+consuming in a group (the first one, whose __consumer_offsets it kept room for), committing
+offsets. Each partition holds one descriptor, however many segments it has."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from broker import descriptors
-from broker.descriptors import RESERVE, DescriptorBudget
+from broker.descriptors import BROKER_DESCRIPTORS, RESERVE, DescriptorBudget
 from broker.tests.conftest import start_broker
 from broker.topics import OFFSETS_TOPIC
 from broker.tests.test_produce_fetch import create_topic, fetch, produce, values
@@ -22,20 +22,24 @@ from wire.records import SimpleRecord, build_batch
 
 
 def test_budget_leaves_the_reserve_and_names_the_limit():
-    budget = DescriptorBudget(limit=20_000, in_use=5_000)
-    assert budget.left == 15_000 - RESERVE
+    budget = DescriptorBudget(limit=20_000, in_use=5_100, partitions=5_000)
+    assert budget.left == 15_000 - RESERVE - BROKER_DESCRIPTORS
     budget.check(budget.left)
     with pytest.raises(KafkaError) as refused:
         budget.check(budget.left + 1)
     assert refused.value.code == ErrorCode.POLICY_VIOLATION
-    assert f"Creating {budget.left + 1} partitions" in refused.value.message
-    assert f"left of its limit of 20000 (ulimit -n)" in refused.value.message
-    assert DescriptorBudget(limit=100, in_use=90).left == 0
+    message = refused.value.message
+    assert f"Creating {budget.left + 1} partitions" in message
+    assert f"has {budget.left} left of its limit of 20000 (ulimit -n): its 5000 partitions hold 1 each" in message
     with pytest.raises(KafkaError) as refused:
         budget.check(budget.left - 49, kept_for_offsets=50)
     assert f"has {budget.left - 50} left" in refused.value.message
-    assert "and the consumer offsets topic" in refused.value.message
+    assert "and 50 for the consumer offsets topic to come" in refused.value.message
     budget.check(budget.left - 50, kept_for_offsets=50)
+    # connections come out of the reserve, until the process holds more than it accounts for
+    assert DescriptorBudget(limit=20_000, in_use=5_400, partitions=5_000).left == budget.left
+    assert DescriptorBudget(limit=20_000, in_use=19_900, partitions=5_000).left == 36
+    assert DescriptorBudget(limit=100, in_use=90, partitions=0).left == 0
 
 
 def test_descriptors_in_use_counts_this_process():
@@ -75,9 +79,9 @@ async def test_partitions_past_the_budget_are_refused_whole(
     running = await start_broker(nursery, tmp_path)
     client = await running.client()
     await create_topic(client, "kept", partitions=2)
-    in_use = descriptors.descriptors_in_use()
-    # room for 10 partitions, and for the 50 of __consumer_offsets, still to come
-    limit = in_use + RESERVE + 10 + 50
+    # room for 10 more partitions, and for the 50 of __consumer_offsets, still to come
+    limit = BROKER_DESCRIPTORS + 2 + RESERVE + 10 + 50
+    assert descriptors.descriptors_in_use() + descriptors.MARGIN < limit - 60
     monkeypatch.setattr(descriptors, "descriptor_limit", lambda: limit)
     for validate_only in (True, False):
         refused = await _create(client, "wide", 11, validate_only=validate_only)
