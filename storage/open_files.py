@@ -53,7 +53,7 @@ class LogFile:
 
 class ReaderCache:
     """Read-only ``LogFile``s of inactive segments, at most ``capacity`` of them, least recently
-    used first out. Safe to use from several threads."""
+    used first out. Safe to use from several threads; the owners (segments) hash by identity."""
 
     def __init__(self, capacity: int = READER_CACHE_SIZE) -> None:
         if capacity < 1:
@@ -71,11 +71,16 @@ class ReaderCache:
     def get(self, owner: Hashable, path: Path) -> LogFile:
         """The reader of ``owner`` (a segment), opened on ``path`` unless it is open already.
         Raises OSError when the file cannot be opened."""
-        with self._lock:
-            file = self._files.get(owner)
-            if file is not None:
-                self._files.move_to_end(owner)
-                return file
+        files = self._files
+        # A hit takes no lock: each of these calls is atomic (the keys hash by identity, in C),
+        # and a file evicted meanwhile stays valid for as long as it is referenced.
+        file = files.get(owner)
+        if file is not None:
+            try:
+                files.move_to_end(owner)
+            except KeyError:
+                pass
+            return file
         file = LogFile(path, writable=False)
         evicted: list[LogFile] = []
         with self._lock:
