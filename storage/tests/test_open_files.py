@@ -266,3 +266,33 @@ def test_a_deleted_log_gives_its_descriptors_back_at_once(tmp_path: Path, make_b
     del in_flight
     assert len(_open_in(tmp_path)) == 1
     manager.close()
+
+
+def test_reader_cache_shared_by_threads_stays_bounded(tmp_path: Path) -> None:
+    import threading
+
+    paths = []
+    for n in range(10):
+        path = tmp_path / f"{n}.log"
+        path.write_bytes(bytes([n]) * 4)
+        paths.append(path)
+    cache = ReaderCache(3)
+    failures: list[BaseException] = []
+
+    def read_all(seed: int) -> None:
+        try:
+            for i in range(2000):
+                n = (i * 7 + seed) % 10
+                assert os.pread(cache.get(n, paths[n]).fileno(), 1, 0) == bytes([n])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=read_all, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert len(cache) == 3
+    cache.clear()
+    assert _open_in(tmp_path) == []
