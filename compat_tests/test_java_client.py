@@ -14,6 +14,7 @@ as a whole must read every message exactly once.
 from __future__ import annotations
 
 import base64
+import re
 import struct
 import uuid
 from collections import Counter
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.clients import (CODECS, ClientError, ConfluentClient, JavaClient, JavaDriver, Message,
+from compat_tests.clients import (CODECS, JAVA_DIR, ClientError, ConfluentClient, JavaClient, JavaDriver, Message,
                                   assert_round_trip, numbered_messages)
 from compat_tests.harness import BrokerProcess, wait_until
 
@@ -44,6 +45,11 @@ def java_driver() -> Iterator[JavaDriver]:
     """A JVM of this test's own, for group members."""
     with JavaDriver() as driver:
         yield driver
+
+
+def test_the_driver_runs_the_pinned_java_client(java_driver):
+    pinned = re.search(r"kafka-clients-(\S+)\.jar", (JAVA_DIR / "jars.sha256").read_text())[1]
+    assert java_driver.version == pinned == "4.3.0"
 
 
 # --------------------------------------------------------------------------------------- stored batches
