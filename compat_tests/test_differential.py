@@ -34,6 +34,7 @@ from wire.messages import (
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    JoinGroupRequest,
     ListConfigResourcesRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -41,6 +42,7 @@ from wire.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     ProduceRequest,
+    SyncGroupRequest,
 )
 from wire.records import SimpleRecord, build_batch
 
@@ -575,3 +577,29 @@ def test_list_config_resources(brokers, version, types):
     assert_same(observed)
     if types == [2]:
         assert (2, "listed-config-resource") in observed["trafka"][1]
+
+
+# -------------------------------------------------------------------------- group member metadata
+
+
+@pytest.mark.parametrize("size", [100_000, 2_000_000], ids=lambda size: f"{size} bytes")
+def test_group_protocol_metadata_bounded_by_the_offsets_topic(brokers, size):
+    """A member's protocol metadata is kept as sent; the group's record must fit __consumer_offsets'
+    max.message.bytes (1 MB) when SyncGroup writes it, or the sync fails."""
+    group_id = f"metadata-{size}"
+
+    def ask(client: WireClient):
+        join = JoinGroupRequest(group_id=group_id, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                member_id="", group_instance_id=None, protocol_type="consumer",
+                                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=bytes(size))])
+        joined = group_request(client, join, 9)
+        if joined.error_code == 79:  # MEMBER_ID_REQUIRED
+            join.member_id = joined.member_id
+            joined = client.request(join, 9)
+        synced = client.request(SyncGroupRequest(
+            group_id=group_id, generation_id=joined.generation_id, member_id=joined.member_id, group_instance_id=None,
+            protocol_type="consumer", protocol_name="range",
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")]), 5)
+        return joined.error_code, joined.generation_id, synced.error_code
+
+    assert_same(on_both(brokers, ask))
