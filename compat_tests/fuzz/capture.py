@@ -1,0 +1,474 @@
+"""Record the request frames real clients send to trafka: the golden frames of the fuzz corpus.
+
+``python -m compat_tests.fuzz.capture`` starts a broker process that advertises the address of a
+recording proxy, so that clients reach the broker only through the proxy, even after they read
+Metadata. The proxy passes bytes through in both directions and cuts the client-to-broker stream into
+frames. Then each client runs a set of operations chosen to make it send every API it knows
+(producing with each codec, consuming alone and in groups of both protocols, admin operations), and
+the frames are written to ``corpus.json``: a few per (client, api key, version), the first ones seen,
+small frames only. At the end the script names the served APIs no client sent; it needs the clients
+that ``compat_tests/setup.sh`` installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from compat_tests.clients import CLIENTS, JavaClient, KafkajsClient, Message, shared_java_driver
+from compat_tests.fuzz.corpus import CORPUS_PATH, GoldenFrame, save_corpus
+from compat_tests.harness import BIND_HOST, BrokerProcess
+
+log = logging.getLogger("capture")
+
+#: Frames larger than this stay out of the corpus (it is committed; mutations cover the large cases).
+MAX_FRAME = 8192
+#: How many frames to keep per (client, api key, version); data-plane APIs vary more, keep more of them.
+KEEP = 3
+KEEP_MORE = {0: 8, 1: 4}  # Produce (one per codec and producer kind), Fetch
+
+
+class RecordingProxy:
+    """A TCP proxy on 127.0.0.1 that records each client-to-broker frame under the current `label`."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server((BIND_HOST, 0))
+        self.port = self.listener.getsockname()[1]
+        self.upstream: tuple[str, int] | None = None
+        self.label = "unknown"
+        self.frames: list[GoldenFrame] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            assert self.upstream is not None
+            try:
+                broker = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=self._requests, args=(client, broker), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(broker, client), daemon=True).start()
+
+    def _requests(self, source: socket.socket, sink: socket.socket) -> None:
+        pending = bytearray()
+        label = self.label
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+                pending += data
+                while len(pending) >= 4:
+                    (size,) = struct.unpack_from(">i", pending)
+                    if len(pending) < 4 + size:
+                        break
+                    frame = bytes(pending[4 : 4 + size])
+                    del pending[: 4 + size]
+                    with self._lock:
+                        self.frames.append(GoldenFrame.from_frame(label, frame))
+        except OSError:
+            pass
+        finally:
+            _shutdown(sink)
+            _shutdown(source)
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _shutdown(sink)
+            _shutdown(source)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+# --------------------------------------------------------------------------------------- client scenarios
+
+def _messages(prefix: str, count: int = 6) -> list[Message]:
+    return [Message(key=f"{prefix}-k{i}".encode(), value=f"{prefix}-value-{i}".encode() * 3,
+                    headers=(("h", b"v"),)) for i in range(count)]
+
+
+def confluent(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       NewPartitions, NewTopic, OffsetSpec, ResourceType)
+
+    client = CLIENTS["confluent-kafka"](bootstrap)
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
+    topic = f"golden-ck-{uuid.uuid4().hex[:8]}"
+
+    def wait(futures):
+        return [f.result(20) for f in futures.values()]
+
+    with step("create topic"):
+        wait(admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "3600000"})], operation_timeout=10))
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        with step(f"produce {codec}"):
+            client.produce(topic, _messages(codec), compression=codec)
+    with step("produce acks=1, not idempotent"):
+        client.produce(topic, _messages("acks1"), acks=1, **{"enable.idempotence": False})
+    with step("produce idempotent"):
+        client.produce(topic, _messages("idempotent"), **{"enable.idempotence": True})
+    with step("produce acks=0"):
+        client.produce(topic, _messages("acks0"), acks=0)
+    with step("consume by assignment"):
+        client.consume(topic, 12, partitions=[0, 1])
+    with step("consume from a position with a leader epoch (OffsetForLeaderEpoch)"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"golden-ck-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, **quiet})
+        consumer.assign([TopicPartition(topic, 0, 2, leader_epoch=0), TopicPartition(topic, 1, 1, leader_epoch=0)])
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.close()
+    group = f"golden-ck-group-{uuid.uuid4().hex[:6]}"
+    for protocol in ("classic", "consumer"):
+        for round_ in range(2):  # the second round resumes from committed offsets (OffsetForLeaderEpoch)
+            with step(f"group consume {protocol} #{round_}"):
+                settings = {"bootstrap.servers": bootstrap, "group.id": f"{group}-{protocol}",
+                            "auto.offset.reset": "earliest", "group.protocol": protocol, **quiet}
+                if protocol == "classic":
+                    settings["session.timeout.ms"] = 6000
+                    settings["heartbeat.interval.ms"] = 500
+                consumer = Consumer(settings)
+                consumer.subscribe([topic])
+                deadline = time.monotonic() + 8
+                seen = 0
+                while time.monotonic() < deadline and seen < 5:
+                    msg = consumer.poll(0.2)
+                    if msg is not None and not msg.error():
+                        seen += 1
+                        consumer.commit(msg, asynchronous=False)
+                time.sleep(1.2)  # a heartbeat or two
+                consumer.close()
+    with step("admin delete records"):
+        wait(admin.delete_records([TopicPartition(topic, 0, 2)], request_timeout=20))
+    with step("admin describe and alter"):
+        wait(admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]))
+        wait(admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]))
+        wait(admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.ms": "7200000"})]))
+        wait(admin.incremental_alter_configs([ConfigResource(
+            ResourceType.TOPIC, topic, incremental_configs=[
+                ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])]))
+    with step("admin describe cluster"):
+        admin.describe_cluster(request_timeout=20).result(20)
+    with step("admin describe topics"):
+        from confluent_kafka import TopicCollection
+
+        wait(admin.describe_topics(TopicCollection([topic]), request_timeout=20))
+    with step("admin groups"):
+        admin.list_consumer_groups(request_timeout=20).result(20)
+        wait(admin.describe_consumer_groups([f"{group}-classic", f"{group}-consumer"], request_timeout=20))
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        wait(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(f"{group}-classic")]))
+        wait(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            f"{group}-classic", [TopicPartition(topic, 0, 1)])]))
+        wait(admin.delete_consumer_groups([f"{group}-classic"], request_timeout=20))
+    with step("admin list offsets"):
+        wait(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest(),
+                                 TopicPartition(topic, 1): OffsetSpec.earliest()}, request_timeout=20))
+        wait(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.for_timestamp(1_700_000_000_000)},
+                                request_timeout=20))
+    with step("admin create partitions"):
+        wait(admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=10))
+    with step("watermarks"):
+        client.watermarks(topic)
+    with step("admin delete topic"):
+        wait(admin.delete_topics([topic], operation_timeout=10))
+
+
+def kafka_python(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+
+    client = CLIENTS["kafka-python"](bootstrap)
+    topic = f"golden-kp-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    with step("create topic"):
+        admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"retention.ms": "3600000"})])
+    for codec in ("none", "gzip", "lz4", "zstd"):
+        with step(f"produce {codec}"):
+            client.produce(topic, _messages(codec), compression=codec)
+    with step("produce acks=1"):
+        client.produce(topic, _messages("acks1"), acks=1, enable_idempotence=False)
+    with step("consume and offsets"):
+        client.consume(topic, 10, partitions=[0, 1])
+        client.watermarks(topic)
+        client.offsets_for_time(topic, 1_700_000_000_000)
+    group = f"golden-kp-group-{uuid.uuid4().hex[:6]}"
+    for round_ in range(2):
+        with step(f"group consume #{round_}"):
+            consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                     auto_offset_reset="earliest", enable_auto_commit=False,
+                                     heartbeat_interval_ms=300, session_timeout_ms=6000)
+            deadline = time.monotonic() + 8
+            seen = 0
+            while time.monotonic() < deadline and seen < 4:
+                for batch in consumer.poll(timeout_ms=200).values():
+                    seen += len(batch)
+            consumer.commit()
+            time.sleep(1)
+            consumer.close()
+    with step("admin"):
+        admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"})])
+        admin.describe_cluster()
+    with step("admin list config resources"):
+        admin.list_config_resources()
+    with step("admin describe topic partitions"):
+        admin.describe_topic_partitions([topic])
+    with step("admin groups"):
+        admin.list_groups()
+        admin.describe_groups([group])
+        admin.list_group_offsets(group)
+        admin.delete_group_offsets(group, [TopicPartition(topic, 1)])
+        admin.delete_groups([group])
+    with step("admin records and partitions"):
+        admin.delete_records({TopicPartition(topic, 0): 1})
+        admin.create_partitions({topic: NewPartitions(3)})
+        admin.delete_topics([topic])
+    admin.close()
+
+
+def aiokafka(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    client = CLIENTS["aiokafka"](bootstrap)
+    topic = f"golden-aio-{uuid.uuid4().hex[:8]}"
+    for codec in ("none", "gzip", "lz4", "zstd"):
+        with step(f"produce {codec}"):
+            client.produce(topic, _messages(codec), compression=codec)
+    with step("produce idempotent"):
+        client.produce(topic, _messages("idem"), enable_idempotence=True)
+    with step("consume and offsets"):
+        client.consume(topic, 10)
+        client.watermarks(topic)
+        client.offsets_for_time(topic, 1_700_000_000_000)
+
+    async def group_consume() -> None:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"golden-aio-{uuid.uuid4().hex[:6]}",
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    heartbeat_interval_ms=300)
+        await consumer.start()
+        try:
+            await asyncio.wait_for(consumer.getone(), 15)
+            await consumer.commit()
+            await asyncio.sleep(1)
+        finally:
+            await consumer.stop()
+
+    with step("group consume"):
+        asyncio.run(group_consume())
+
+
+def kafkajs(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    client = KafkajsClient(bootstrap)
+    topic = f"golden-js-{uuid.uuid4().hex[:8]}"
+    with step("admin"):
+        client.create_topic(topic, 2, configs={"retention.ms": "3600000"})
+        client.describe_configs(topic)
+        client.partitions(topic)
+    for codec in ("none", "gzip"):
+        with step(f"produce {codec}"):
+            client.produce(topic, _messages(codec), compression=codec)
+    with step("produce idempotent"):
+        client.produce(topic, _messages("idem"), idempotent=True)
+    with step("group consume"):
+        client.consume(topic, 18, timeout=20)
+    with step("offsets"):
+        client.watermarks(topic)
+        client.offsets_for_time(topic, 1_700_000_000_000)
+    with step("partitions and delete"):
+        client.create_partitions(topic, 3)
+        client.delete_topic(topic)
+
+
+def kcat(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    client = CLIENTS["kcat"](bootstrap)
+    topic = f"golden-kcat-{uuid.uuid4().hex[:8]}"
+    with step("produce"):
+        client.produce(topic, [Message(key=b"k", value=b"v" * 20, partition=0) for _ in range(5)])
+    with step("consume"):
+        client.consume(topic, 5)
+    with step("metadata"):
+        client.list_topics()
+
+
+def java(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    client = JavaClient(bootstrap)
+    driver = shared_java_driver()
+    topic = f"golden-java-{uuid.uuid4().hex[:8]}"
+    with step("create topic"):
+        client.create_topic(topic, 2, configs={"retention.ms": "3600000"})
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        with step(f"produce {codec}"):
+            client.produce(topic, _messages(codec), compression=codec)
+    with step("consume and offsets"):
+        client.consume(topic, 10, partitions=[0, 1])
+        client.watermarks(topic)
+        client.offsets_for_time(topic, 1_700_000_000_000)
+    group = f"golden-java-group-{uuid.uuid4().hex[:6]}"
+    for protocol in ("classic", "consumer"):
+        with step(f"group consume {protocol}"):
+            driver.call("group_consume", bootstrap=bootstrap, group_id=f"{group}-{protocol}", protocol=protocol,
+                        topics=[topic], count=6)
+    with step("admin"):
+        client.partitions(topic)
+        client.describe_configs(topic)
+        driver.call("describe_cluster", bootstrap=bootstrap)
+        driver.call("list_groups", bootstrap=bootstrap)
+        driver.call("describe_groups", bootstrap=bootstrap, groups=[f"{group}-classic", f"{group}-consumer"])
+        driver.call("list_group_offsets", bootstrap=bootstrap, group_id=f"{group}-classic")
+        driver.call("alter_group_offsets", bootstrap=bootstrap, group_id=f"{group}-classic",
+                    offsets=[[topic, 0, 1]])
+        driver.call("delete_group_offsets", bootstrap=bootstrap, group_id=f"{group}-classic", topic=topic,
+                    partitions=[0])
+        driver.call("delete_groups", bootstrap=bootstrap, groups=[f"{group}-classic"])
+    with step("partitions and delete"):
+        client.create_partitions(topic, 3)
+        client.delete_topic(topic)
+
+
+SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "confluent-kafka": confluent,
+    "kafka-python": kafka_python,
+    "aiokafka": aiokafka,
+    "kafkajs": kafkajs,
+    "kcat": kcat,
+    "java": java,
+}
+
+
+# --------------------------------------------------------------------------------------- selection
+
+def select(frames: list[GoldenFrame]) -> list[GoldenFrame]:
+    """The first few distinct small frames of each (client, api key, version)."""
+    kept: dict[tuple[str, int, int], list[GoldenFrame]] = {}
+    seen_bodies: set[tuple[str, bytes]] = set()
+    for frame in frames:
+        if len(frame.frame) > MAX_FRAME:
+            continue
+        # The same request again with another correlation id adds nothing.
+        body = frame.frame[:4] + frame.frame[8:]
+        if (frame.client, body) in seen_bodies:
+            continue
+        group = kept.setdefault((frame.client, frame.api_key, frame.api_version), [])
+        if len(group) < KEEP_MORE.get(frame.api_key, KEEP):
+            group.append(frame)
+            seen_bodies.add((frame.client, body))
+    chosen = {id(f) for group in kept.values() for f in group}
+    return [f for f in frames if id(f) in chosen]
+
+
+def missing_apis(frames: list[GoldenFrame]) -> list[str]:
+    """Served APIs (at any version) that no frame of the corpus exercises."""
+    from broker.handlers import REGISTRY
+
+    sent = {f.api_key for f in frames}
+    return [h.api_key.name for h in REGISTRY if h.api_key not in sent]
+
+
+def capture(clients: list[str], *, work_dir: Path) -> list[GoldenFrame]:
+    proxy = RecordingProxy()
+    broker = BrokerProcess(work_dir / "data", name="capture",
+                           overrides={"advertised.listeners": f"PLAINTEXT://{BIND_HOST}:{proxy.port}",
+                                      "group.initial.rebalance.delay.ms": 0})
+    # The broker's ready line shows the advertised (proxy's) address: choose its listening port here.
+    with socket.create_server((BIND_HOST, 0)) as probe:
+        port = probe.getsockname()[1]
+    broker.start(port)
+    proxy.start((BIND_HOST, port))
+    bootstrap = f"{BIND_HOST}:{proxy.port}"
+    try:
+        for name in clients:
+            proxy.label = name
+
+            @contextlib.contextmanager
+            def step(what: str, name: str = name) -> Iterator[None]:
+                started = time.monotonic()
+                try:
+                    yield
+                except Exception as exc:  # a step that fails still leaves its frames behind
+                    print(f"  {name}: {what}: failed: {exc!r:.300}", file=sys.stderr)
+                    log.debug("%s", traceback.format_exc())
+                else:
+                    print(f"  {name}: {what}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+            print(f"{name}:", file=sys.stderr)
+            SCENARIOS[name](bootstrap, step)
+            time.sleep(0.5)
+    finally:
+        proxy.close()
+        broker.stop()
+    if "Traceback" in broker.log_text():
+        print(f"the broker logged a traceback during the capture:\n{broker.log_tail(80)}", file=sys.stderr)
+    return list(proxy.frames)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=CORPUS_PATH)
+    parser.add_argument("--clients", nargs="*", default=list(SCENARIOS), choices=list(SCENARIOS))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
+    with tempfile.TemporaryDirectory(prefix="trafka-capture-") as work_dir:
+        frames = capture(args.clients, work_dir=Path(work_dir))
+    corpus = select(frames)
+    save_corpus(corpus, args.out)
+    size = args.out.stat().st_size
+    print(f"{len(frames)} frames recorded, {len(corpus)} kept in {args.out} ({size} bytes)")
+    by_api: dict[str, set[str]] = {}
+    for frame in corpus:
+        api, version, _, client = frame.name.split(" ", 3)
+        by_api.setdefault(api, set()).add(f"{version} ({client})")
+    for api in sorted(by_api):
+        print(f"  {api}: {', '.join(sorted(by_api[api]))}")
+    missing = missing_apis(corpus)
+    if missing:
+        print(f"served APIs no client sent: {', '.join(missing)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
