@@ -1,7 +1,7 @@
 # The two set-up commands of the README, and their parts.
 PYTHON ?= python3
 
-.PHONY: run check install install-test test
+.PHONY: run check install install-test test fuzz
 
 # Install trafka and start one broker on 127.0.0.1:9092 with data in ./trafka-data.
 run: install
@@ -22,3 +22,8 @@ install-test:
 
 test:
 	$(PYTHON) -m pytest
+
+# A long fuzz run: mutated frames of real clients against a broker process (FRAMES=100000 for a shorter one).
+FRAMES ?= 1000000
+fuzz:
+	$(PYTHON) -m bench.fuzz --frames $(FRAMES)
