@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -15,6 +16,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.producer_ids import ProducerIdManager
 from broker.topics import OFFSETS_TOPIC, TopicManager
+from storage.broker_configs import DynamicBrokerConfigs
 from storage.config import LogConfig
 from storage.manager import LogManager
 from storage.topics import TopicCatalog
@@ -36,7 +38,9 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.default_log_config = LogConfig.from_broker_properties(config.properties)
+        # Broker properties set at run time, over those given at start-up (see change_dynamic_configs).
+        self.dynamic_configs = DynamicBrokerConfigs.load(config.data_dir)
+        self.default_log_config = LogConfig.from_broker_properties(self.dynamic_configs.effective(config.properties))
         self.log_manager = LogManager(
             config.data_dir,
             self.default_log_config,
@@ -46,9 +50,34 @@ class Broker:
         self.catalog = TopicCatalog(config.data_dir)
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        self._dynamic_config_changes = trio.Lock()
         self._groups: GroupCoordinator | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
+
+    async def change_dynamic_configs(
+        self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
+    ) -> None:
+        """Change one layer of the dynamic broker configs, the cluster-wide ``defaults`` or this broker's
+        own, with ``change`` (old layer -> new layer; it raises KafkaError to refuse). The new layers are
+        written to disk first (in a worker thread); then the topic defaults they set apply at once to
+        every topic that does not override them. Changes take turns."""
+        async with self._dynamic_config_changes:
+            layers = {"defaults": dict(self.dynamic_configs.defaults), "broker": dict(self.dynamic_configs.broker)}
+            key = "defaults" if defaults else "broker"
+            layers[key] = change(layers[key])
+            log_config = LogConfig.from_broker_properties(
+                {**self.config.properties, **layers["defaults"], **layers["broker"]}
+            )
+            if validate_only:
+                return
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.dynamic_configs.save, layers["defaults"], layers["broker"])
+                self.default_log_config = log_config
+                self.log_manager.default_config = log_config
+                await self.topics.set_default_log_config(log_config)
+            log.info("dynamic broker configs are now %s (cluster defaults) and %s (this broker)",
+                     layers["defaults"], layers["broker"])
 
     @property
     def cluster_id(self) -> str:

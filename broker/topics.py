@@ -325,6 +325,21 @@ class TopicManager:
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
+    async def set_default_log_config(self, default_log_config: LogConfig) -> None:
+        """New broker-wide topic defaults: every topic's effective config follows, at once (after a
+        topic change in progress, which made its topic with the defaults it started with)."""
+        async with self._changes:
+            self._set_default_log_config(default_log_config)
+
+    def _set_default_log_config(self, default_log_config: LogConfig) -> None:
+        self.default_log_config = default_log_config
+        for topic in self._topics.values():
+            log_config = LogConfig.from_properties(topic.configs, default_log_config)
+            if log_config != topic.log_config:
+                topic.log_config = log_config
+                for partition in topic.partitions:
+                    partition.log.update_config(log_config)
+
     def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
         """Replace the topic's config overrides with ``configs``, as AlterConfigs does.
 

@@ -603,3 +603,60 @@ def test_group_protocol_metadata_bounded_by_the_offsets_topic(brokers, size):
         return joined.error_code, joined.generation_id, synced.error_code
 
     assert_same(on_both(brokers, ask))
+
+
+# -------------------------------------------------------------------------- dynamic broker configs
+
+
+@pytest.fixture
+def fresh_brokers(tmp_path: Path) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Apache Kafka and trafka of this test's own: the test changes broker-wide settings."""
+    settings = {"log.retention.hours": 24, "num.partitions": 1}
+    kafka = KafkaBroker(tmp_path / "kafka", overrides=settings)
+    trafka = BrokerProcess(tmp_path / "trafka", overrides=settings, name="trafka")
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": kafka, "trafka": trafka}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def test_dynamic_broker_configs(fresh_brokers):
+    I = IncrementalAlterConfigsRequest
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    changes = [
+        ("", [("log.retention.ms", 0, "5000"), ("message.max.bytes", 0, "500000")]),
+        ("1", [("log.retention.ms", 0, "7000")]),
+        ("1", [("num.partitions", 0, "3")]),
+        ("1", [("log.roll.hours", 0, "3")]),
+        ("1", [("log.retention.ms", 0, "soon")]),
+        # (On purpose, trafka takes segments from 14 bytes, where Kafka 4 wants 1 MiB: small ones suit tests.)
+        ("2", [("log.retention.ms", 0, "5")]),
+    ]
+
+    def ask(client: WireClient):
+        create(client, "inherits")
+        results = []
+        for name, operations in changes:
+            response = client.request(I(validate_only=False, resources=[I.AlterConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name=name,
+                configs=[I.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in operations])]), 1)
+            results.append([(r.error_code, r.error_message) for r in response.responses])
+        time.sleep(1)  # Kafka applies them through its metadata log
+        # (log.retention.hours is left out: Kafka reports its built-in value where a dynamic
+        # log.retention.ms is set, whatever server.properties says.)
+        keys = ["log.retention.ms", "message.max.bytes", "num.partitions", "log.roll.hours"]
+        described = client.request(DescribeConfigsRequest(resources=[
+            R(resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=keys),
+            R(resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=keys),
+            R(resource_type=TOPIC_RESOURCE, resource_name="inherits", configuration_keys=["retention.ms",
+                                                                                          "max.message.bytes"]),
+        ], include_synonyms=True, include_documentation=False), 4)
+        for result in described.results:
+            results.append(sorted((c.name, c.value, c.config_source, c.read_only,
+                                   [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs))
+        return results
+
+    assert_same(on_both(fresh_brokers, ask))

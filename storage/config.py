@@ -258,3 +258,25 @@ BROKER_TIME_CONFIGS: dict[str, tuple[tuple[str, int], ...]] = {
                      ("log.retention.hours", _HOUR_MS)),
     "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
 }
+
+#: The broker properties that are topic defaults and may change at run time, by broker name: of the time
+#: settings, the one in milliseconds (``log.retention.ms``, not ``log.retention.hours``), as in Kafka.
+BROKER_LOG_PROPERTIES: frozenset[str] = frozenset(BROKER_TO_TOPIC_CONFIG) | frozenset(
+    alternatives[0][0] for alternatives in BROKER_TIME_CONFIGS.values()
+)
+
+
+def check_broker_log_property(name: str, raw: str) -> None:
+    """Raises ``KafkaError(INVALID_CONFIG)``, naming the broker property, for a value the topic default
+    ``name`` cannot take."""
+    topic_name = BROKER_TO_TOPIC_CONFIG.get(name)
+    if topic_name is not None:
+        TOPIC_CONFIGS[topic_name].parse(name, raw)
+        return
+    for topic_name, alternatives in BROKER_TIME_CONFIGS.items():
+        for broker_name, unit_ms in alternatives:
+            if broker_name == name:
+                value = _parse_int64(name, str(raw).strip())
+                TOPIC_CONFIGS[topic_name].parse(name, str(value if value < 0 else value * unit_ms))
+                return
+    raise KeyError(name)

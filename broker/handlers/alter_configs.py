@@ -8,20 +8,24 @@ checks without changing anything.
 
 Request-level checks, per resource, as Kafka makes them: a resource named twice (INVALID_REQUEST for
 each), a config named twice, a null value, an empty topic name (INVALID_REQUEST) or an illegal one
-(INVALID_TOPIC_EXCEPTION). A broker resource must name this node or be empty (the cluster default);
-this broker has no dynamically updatable broker configs, so changing any is INVALID_REQUEST. Other
-resource types are INVALID_REQUEST.
+(INVALID_TOPIC_EXCEPTION). A broker resource must name this node or be empty (the cluster-wide
+defaults); its configs replace the dynamic broker configs of that resource, written to disk and in force
+at once. The topic defaults (``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...) may
+change so; the broker's other settings are read at start-up only ("Cannot update these configs
+dynamically", INVALID_REQUEST), and a bad value is INVALID_REQUEST too, as Kafka answers for brokers.
+Other resource types are INVALID_REQUEST.
 
 Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from broker.handlers.describe_configs import ResourceType, resource_type_name
+from broker.handlers.describe_configs import STATIC_BROKER_CONFIGS, ResourceType, resource_type_name
 from broker.handlers.registry import RequestContext, handles
 from broker.topics import validate_topic_name
+from storage.config import BROKER_LOG_PROPERTIES, check_broker_log_property
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import AlterConfigsRequest, AlterConfigsResponse
 from wire.protocol import ApiKey
@@ -47,11 +51,13 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                 [config.name for config in resource.configs],
                 null_values=[config.name for config in resource.configs if config.value is None],
             )
+            configs = {config.name: config.value for config in resource.configs}
             if resource.resource_type == ResourceType.TOPIC:
-                ctx.broker.topics.alter_configs(
-                    resource.resource_name,
-                    {config.name: config.value for config in resource.configs},
-                    validate_only=request.validate_only,
+                ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
+            elif resource.resource_type == ResourceType.BROKER:
+                check_broker_configs(configs)
+                await ctx.broker.change_dynamic_configs(
+                    resource.resource_name == "", lambda _: dict(configs), validate_only=request.validate_only
                 )
         except KafkaError as exc:
             responses.append(_result(resource, exc))
@@ -89,12 +95,6 @@ def check_resource(
                     ErrorCode.INVALID_REQUEST,
                     f"Unexpected broker id, expected {ctx.broker.node_id}, but received {resource_name}",
                 )
-        if names:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"Cannot update these configs dynamically: {', '.join(sorted(names))} "
-                "(this broker reads its configs at start-up only)",
-            )
     elif resource_type in _SUPPORTED_ELSEWHERE:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
@@ -102,6 +102,21 @@ def check_resource(
         )
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
+
+
+def check_broker_configs(values: Mapping[str, str | None]) -> None:
+    """The dynamic broker configs a request sets (None: deletes) as Kafka checks them: a known broker
+    setting that is read at start-up only, or a bad value of a topic default, is INVALID_REQUEST; names
+    the broker does not know are kept and have no effect."""
+    static = sorted(name for name in values if name in STATIC_BROKER_CONFIGS)
+    if static:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: [{', '.join(static)}]")
+    for name, value in values.items():
+        if value is not None and name in BROKER_LOG_PROPERTIES:
+            try:
+                check_broker_log_property(name, value)
+            except KafkaError as exc:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, exc.message) from None
 
 
 def _result(resource: AlterConfigsRequest.AlterConfigsResource, error: KafkaError | None = None) -> ResourceResult:

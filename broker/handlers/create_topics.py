@@ -35,7 +35,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from broker.handlers.describe_configs import creation_config_source, topic_config_values
+from broker.handlers.describe_configs import broker_layers, creation_config_source, topic_config_values
 from broker.handlers.registry import RequestContext, handles
 from broker.topics import Topic, validate_topic_name
 from storage.config import LogConfig
@@ -206,13 +206,13 @@ def check_replica_assignment(ctx: RequestContext, broker_ids: list[int], replica
 
 
 def _success(ctx: RequestContext, topic: Topic, num_partitions: int, replication_factor: int) -> TopicResult:
-    static_properties = ctx.broker.config.properties
+    layers = broker_layers(ctx.broker)
     configs = [
         ConfigResult(
             name=name,
             value=value,
             read_only=False,
-            config_source=creation_config_source(name, topic.configs, static_properties),
+            config_source=creation_config_source(name, topic.configs, layers),
             is_sensitive=False,
         )
         for name, value in sorted(topic_config_values(topic.configs, topic.log_config).items())

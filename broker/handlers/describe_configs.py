@@ -11,9 +11,12 @@ Describes topic and broker config resources, as Apache Kafka reports them:
   configs are never read-only or sensitive. An unknown topic gets UNKNOWN_TOPIC_OR_PARTITION, an
   illegal name INVALID_TOPIC_EXCEPTION.
 * A broker resource named by this node's id lists the broker's configs: the properties it was given
-  and the settings it acts on, every one read-only (this broker has no dynamic broker configs).
-  Secrets (passwords, keys, JAAS configs) are sensitive and reported without a value. An empty name
-  is the cluster-wide dynamic default, which is always empty here; any other name is INVALID_REQUEST.
+  and the settings it acts on. The topic defaults (``log.*``, ``message.max.bytes`` ...) may be changed
+  at run time (AlterConfigs): their source is then DYNAMIC_BROKER_CONFIG (set for this broker) or
+  DYNAMIC_DEFAULT_BROKER_CONFIG (set for the cluster); every other config is read-only. Secrets
+  (passwords, keys, JAAS configs) are sensitive and reported without a value. An empty name is the
+  cluster-wide dynamic defaults, listed as far as they are set; any other name is INVALID_REQUEST.
+  A topic's inherited configs take their source from the same layers.
 * Group, client-metrics and broker-logger resources are not supported: INVALID_REQUEST.
 
 ``configuration_keys`` (null or empty for all) filters the configs by name. Synonyms are listed
@@ -28,7 +31,7 @@ CreateTopics, AlterConfigs and IncrementalAlterConfigs.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
@@ -36,7 +39,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig
 from broker.handlers.registry import RequestContext, handles
 from broker.topics import validate_topic_name
-from storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG, LogConfig
+from storage.config import BROKER_LOG_PROPERTIES, BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG, LogConfig
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from wire.protocol import ApiKey
@@ -179,14 +182,29 @@ def topic_config_values(configs: Mapping[str, str], log_config: LogConfig) -> di
     return values
 
 
-def creation_config_source(name: str, configs: Mapping[str, str], static_properties: Mapping[str, str]) -> ConfigSource:
+#: The broker's properties by where they were set, in order of precedence (see ``broker_layers``).
+Layers = Sequence[tuple[Mapping[str, str], ConfigSource]]
+
+
+def broker_layers(broker: Broker) -> Layers:
+    """The broker's properties by where they were set, first the ones that win: its own dynamic
+    configs, the cluster-wide dynamic defaults, then those it was started with."""
+    return (
+        (broker.dynamic_configs.broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (broker.dynamic_configs.defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (broker.config.properties, ConfigSource.STATIC_BROKER_CONFIG),
+    )
+
+
+def creation_config_source(name: str, configs: Mapping[str, str], layers: Layers) -> ConfigSource:
     """Where a new topic's config comes from, as CreateTopics (v5+) reports it: the topic's own
-    override, else the first broker synonym ``server.properties`` sets, else the built-in default."""
+    override, else the first layer that sets a broker synonym, else the built-in default."""
     if name in configs:
         return ConfigSource.DYNAMIC_TOPIC_CONFIG
-    for broker_name, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
-        if broker_name in static_properties:
-            return ConfigSource.STATIC_BROKER_CONFIG
+    synonyms = TOPIC_CONFIG_SYNONYMS.get(name, ())
+    for properties, source in layers:
+        if any(broker_name in properties for broker_name, _ in synonyms):
+            return source
     return ConfigSource.DEFAULT_CONFIG
 
 
@@ -198,17 +216,18 @@ class Synonym:
 
 
 def _broker_synonym_chain(
-    synonyms: tuple[tuple[str, str | None], ...], static_properties: Mapping[str, str], sensitive: bool = False
+    synonyms: tuple[tuple[str, str | None], ...], layers: Layers, sensitive: bool = False
 ) -> list[Synonym]:
-    """The broker-level synonyms of a config in precedence order: those set in ``server.properties``,
-    then those with a built-in default; entries before the first one named like the config itself are
-    dropped, as Kafka does."""
+    """The broker-level synonyms of a config in precedence order: those set in each layer (dynamic,
+    then ``server.properties``), then those with a built-in default; entries before the first one
+    named like the config itself are dropped, as Kafka does."""
     if not synonyms:
         return []
     chain = [
-        Synonym(name, None if sensitive else static_properties[name], ConfigSource.STATIC_BROKER_CONFIG)
+        Synonym(name, None if sensitive else properties[name], source)
+        for properties, source in layers
         for name, _ in synonyms
-        if name in static_properties
+        if name in properties
     ]
     chain += [
         Synonym(name, None if sensitive else default, ConfigSource.DEFAULT_CONFIG)
@@ -254,10 +273,10 @@ def describe_topic(
     topic = broker.topics.get(name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    static_properties = broker.config.properties
+    layers = broker_layers(broker)
     results = []
     for config_name, value in sorted(topic_config_values(topic.configs, topic.log_config).items()):
-        chain = _broker_synonym_chain(TOPIC_CONFIG_SYNONYMS.get(config_name, ()), static_properties)
+        chain = _broker_synonym_chain(TOPIC_CONFIG_SYNONYMS.get(config_name, ()), layers)
         if config_name in topic.configs:
             chain.insert(0, Synonym(config_name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         config_type, documentation = TOPIC_CONFIG_INFO.get(config_name, (ConfigType.UNKNOWN, None))
@@ -319,6 +338,12 @@ _BROKER_IDENTITY_CONFIGS: dict[str, tuple[ConfigType, str]] = {
     "log.dirs": (ConfigType.STRING, "Directory holding the partitions' logs."),
 }
 
+#: Broker settings this broker knows and reads at start-up only: a dynamic change is refused.
+STATIC_BROKER_CONFIGS = (
+    frozenset(_BROKER_FIELDS) | frozenset(_BROKER_IDENTITY_CONFIGS)
+    | frozenset(name for alternatives in BROKER_TIME_CONFIGS.values() for name, _ in alternatives[1:])
+)
+
 # Names of secrets: their values are never sent.
 _SENSITIVE_NAME = re.compile(r"password|secret|jaas|ssl\.keystore\.key$|certificate|credential", re.IGNORECASE)
 
@@ -337,6 +362,7 @@ class _BrokerConfigEntry:
 
 def _broker_configs(broker: Broker) -> dict[str, _BrokerConfigEntry]:
     config = broker.config
+    properties = broker.dynamic_configs.effective(config.properties)
     builtin = BrokerConfig()
     entries: dict[str, _BrokerConfigEntry] = {}
 
@@ -368,25 +394,25 @@ def _broker_configs(broker: Broker) -> dict[str, _BrokerConfigEntry]:
         for index, (broker_name, unit_ms) in enumerate(alternatives):
             default = synonyms[index][1]
             entries[broker_name] = _BrokerConfigEntry(
-                config.properties.get(broker_name, default),
+                properties.get(broker_name, default),
                 synonyms,
                 ConfigType.LONG if unit_ms == 1 else ConfigType.INT,
                 f"Default of the topic config {topic_name} for topics that do not set it "
                 f"(in units of {unit_ms} ms; {synonyms[0][0]} takes precedence over the other units).",
             )
-    for name, value in config.properties.items():
+    for name, value in properties.items():
         if name not in entries:
             entries[name] = _BrokerConfigEntry(value, ((name, None),), ConfigType.UNKNOWN, None)
     return entries
 
 
-def _broker_source_chain(name: str, entry: _BrokerConfigEntry, static_properties: Mapping[str, str],
-                         sensitive: bool) -> list[Synonym]:
+def _broker_source_chain(name: str, entry: _BrokerConfigEntry, layers: Layers, sensitive: bool) -> list[Synonym]:
     # A time setting lists the other units as synonyms, starting from the one described.
     names = [n for n, _ in entry.synonyms]
     synonyms = entry.synonyms[names.index(name):] if name in names else ((name, None),)
-    chain = _broker_synonym_chain(synonyms, static_properties, sensitive)
-    if name not in static_properties and entry.value is not None and entry.value != synonyms[0][1]:
+    chain = _broker_synonym_chain(synonyms, layers, sensitive)
+    set_somewhere = any(name in properties for properties, _ in layers)
+    if not set_somewhere and entry.value is not None and entry.value != synonyms[0][1]:
         # Set on the command line rather than in server.properties: still the broker's static config.
         chain.insert(0, Synonym(name, None if sensitive else entry.value, ConfigSource.STATIC_BROKER_CONFIG))
     return chain
@@ -396,8 +422,7 @@ def describe_broker(
     broker: Broker, name: str, *, include_synonyms: bool = False, include_documentation: bool = False
 ) -> list[ConfigResult]:
     if name == "":
-        # The cluster-wide dynamic defaults: none can be set on this broker.
-        return []
+        return _describe_dynamic_defaults(broker, include_synonyms, include_documentation)
     try:
         node_id = int(name)
     except ValueError:
@@ -407,20 +432,45 @@ def describe_broker(
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
         )
-    static_properties = broker.config.properties
+    layers = broker_layers(broker)
     results = []
     for config_name, entry in sorted(_broker_configs(broker).items()):
         sensitive = entry.config_type == ConfigType.PASSWORD or bool(_SENSITIVE_NAME.search(config_name))
-        chain = _broker_source_chain(config_name, entry, static_properties, sensitive)
+        chain = _broker_source_chain(config_name, entry, layers, sensitive)
         results.append(
             _entry(
                 config_name,
                 entry.value,
                 chain,
-                read_only=True,
+                read_only=config_name not in BROKER_LOG_PROPERTIES,
                 sensitive=sensitive,
                 config_type=ConfigType.PASSWORD if sensitive else entry.config_type,
                 documentation=entry.documentation,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+        )
+    return results
+
+
+def _describe_dynamic_defaults(
+    broker: Broker, include_synonyms: bool, include_documentation: bool
+) -> list[ConfigResult]:
+    """The cluster-wide dynamic defaults (the broker resource named ``""``): only those that are set."""
+    entries = _broker_configs(broker)
+    results = []
+    for config_name, value in sorted(broker.dynamic_configs.defaults.items()):
+        entry = entries.get(config_name)
+        sensitive = bool(_SENSITIVE_NAME.search(config_name))
+        results.append(
+            _entry(
+                config_name,
+                value,
+                [Synonym(config_name, None if sensitive else value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                read_only=False,
+                sensitive=sensitive,
+                config_type=entry.config_type if entry is not None else ConfigType.UNKNOWN,
+                documentation=entry.documentation if entry is not None else None,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )

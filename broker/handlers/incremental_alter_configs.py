@@ -7,6 +7,9 @@ Changes some configs of a resource and leaves the others alone. Each config come
   the replication throttle lists), starting from the topic's override or else the config's built-in
   default, as Kafka does; on any other config they are INVALID_CONFIG.
 
+A BROKER resource (this node's id, or ``""`` for the cluster-wide defaults) changes the dynamic broker
+configs the same way (see broker.handlers.alter_configs for which may change).
+
 The resulting configs are checked as a whole (unknown config or bad value: INVALID_CONFIG), applied to
 the topic's logs at once and kept in the topic catalog; an unknown topic gets
 UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` checks without changing anything.
@@ -22,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
-from broker.handlers.alter_configs import check_resource
+from broker.handlers.alter_configs import check_broker_configs, check_resource
 from broker.handlers.describe_configs import TOPIC_CONFIG_DEFAULTS, TOPIC_CONFIG_INFO, ConfigType, ResourceType
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
@@ -66,6 +69,17 @@ async def handle_incremental_alter_configs(
                 topic = topics.get(resource.resource_name)
                 configs = apply_operations(topic.configs if topic is not None else {}, resource.configs)
                 topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
+            elif resource.resource_type == ResourceType.BROKER:
+                lists = {"log.cleanup.policy": ctx.broker.default_log_config.cleanup_policy}
+
+                def change(layer: dict[str, str], operations=resource.configs) -> dict[str, str]:
+                    changed = apply_operations(layer, operations, lists)
+                    check_broker_configs({name: changed.get(name) for name in {o.name for o in operations}})
+                    return changed
+
+                await ctx.broker.change_dynamic_configs(
+                    resource.resource_name == "", change, validate_only=request.validate_only
+                )
         except KafkaError as exc:
             responses.append(_result(resource, exc))
         else:
@@ -73,8 +87,16 @@ async def handle_incremental_alter_configs(
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-def apply_operations(current: Mapping[str, str], operations: Iterable[AlterableConfig]) -> dict[str, str]:
-    """A topic's overrides after the operations, in order; the values themselves are checked later."""
+#: A topic's list configs, and what APPEND and SUBTRACT start from when the topic does not set them.
+TOPIC_LISTS = {name: TOPIC_CONFIG_DEFAULTS.get(name, "") for name, (kind, _) in TOPIC_CONFIG_INFO.items()
+               if kind == ConfigType.LIST}
+
+
+def apply_operations(
+    current: Mapping[str, str], operations: Iterable[AlterableConfig], lists: Mapping[str, str] = TOPIC_LISTS
+) -> dict[str, str]:
+    """A resource's configs after the operations, in order; the values themselves are checked later.
+    ``lists`` names the list configs, with the value APPEND and SUBTRACT start from when unset."""
     configs = dict(current)
     for operation in operations:
         name = operation.name
@@ -89,11 +111,11 @@ def apply_operations(current: Mapping[str, str], operations: Iterable[AlterableC
         elif op == OpType.DELETE:
             configs.pop(name, None)
         else:
-            if TOPIC_CONFIG_INFO.get(name, (ConfigType.UNKNOWN, None))[0] != ConfigType.LIST:
+            if name not in lists:
                 raise KafkaError(
                     ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {name} because its type is not LIST."
                 )
-            base = configs[name] if name in configs else TOPIC_CONFIG_DEFAULTS.get(name, "")
+            base = configs[name] if name in configs else lists[name]
             items = [item for item in base.split(",") if item]
             for item in operation.value.split(","):
                 if op == OpType.APPEND and item not in items:

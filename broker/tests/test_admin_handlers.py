@@ -30,6 +30,8 @@ ZERO_UUID = uuid.UUID(int=0)
 TOPIC = 2
 BROKER = 4
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -80,6 +82,18 @@ async def describe_topic_configs(client: KafkaClient, name: str, *, version: int
         version,
     )
     (result,) = response.results
+    return result
+
+
+async def describe_broker_configs(client: KafkaClient, name: str, keys: list[str] | None = None):
+    response = await client.request(
+        DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=BROKER, resource_name=name, configuration_keys=keys)],
+            include_synonyms=True, include_documentation=False),
+        4,
+    )
+    (result,) = response.results
+    assert result.error_code == ErrorCode.NONE, result
     return result
 
 
@@ -664,7 +678,11 @@ async def test_describe_broker_configs(broker_factory):
     assert configs["node.id"].value == str(running.broker.node_id)
     password = configs["ssl.keystore.password"]
     assert (password.value, password.is_sensitive) == (None, True)
-    assert all(config.read_only for config in result.configs)
+    # Only the topic defaults may change at run time.
+    assert configs["num.partitions"].read_only and not configs["log.segment.bytes"].read_only
+    assert all(config.read_only for name, config in configs.items()
+               if not name.startswith("log.") and name not in ("message.max.bytes", "min.insync.replicas",
+                                                                 "unclean.leader.election.enable", "compression.type"))
     assert configs["num.partitions"].documentation
 
 
@@ -782,7 +800,7 @@ async def test_alter_configs_errors(broker: RunningBroker, client: KafkaClient):
             (TOPIC, "twice", {}),
             (TOPIC, "twice", {"retention.ms": "1"}),
             (TOPIC, "", {"retention.ms": "1"}),
-            (BROKER, "1", {"num.partitions": "3"}),
+            (BROKER, "1", {"num.partitions": "3"}),  # read at start-up only
             (BROKER, "9", {}),
             (99, "what", {}),
         ]),
@@ -901,12 +919,77 @@ async def test_incremental_validate_only_and_unknown_topic(client: KafkaClient):
     assert missing.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-async def test_incremental_broker_configs_cannot_change(client: KafkaClient):
-    response = await client.request(incremental("1", ("log.retention.ms", SET, "5"), resource_type=BROKER), 1)
+async def test_dynamic_broker_configs_set_topic_defaults_at_once_and_for_good(nursery, tmp_path):
+    running = await start_broker(nursery, tmp_path / "data", {"log.retention.hours": "24"})
+    client = await running.client()
+    await create_topic(client, "inherits")
+    await create_topic(client, "overrides", configs={"retention.ms": "1000"})
+
+    default = await client.request(incremental("", ("log.retention.ms", SET, "5000"),
+                                               ("message.max.bytes", SET, "2000"), resource_type=BROKER), 1)
+    own = await client.request(incremental("1", ("log.retention.ms", SET, "7000"), resource_type=BROKER), 1)
+
+    assert [r.error_code for r in (*default.responses, *own.responses)] == [ErrorCode.NONE, ErrorCode.NONE]
+    inherited = await describe_topic_configs(client, "inherits", keys=["retention.ms", "max.message.bytes"],
+                                             synonyms=True)
+    sources = {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+               for c in inherited.configs}
+    assert sources == {
+        "retention.ms": ("7000", DYNAMIC_BROKER_CONFIG, [
+            ("log.retention.ms", "7000", DYNAMIC_BROKER_CONFIG), ("log.retention.ms", "5000", DYNAMIC_DEFAULT_CONFIG),
+            ("log.retention.hours", "24", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]),
+        "max.message.bytes": ("2000", DYNAMIC_DEFAULT_CONFIG, [
+            ("message.max.bytes", "2000", DYNAMIC_DEFAULT_CONFIG), ("message.max.bytes", "1048588", DEFAULT_CONFIG)]),
+    }
+    assert (await topic_configs(client, "overrides"))["retention.ms"] == "1000"
+    assert running.broker.topics.partition("inherits", 0).log.config.max_message_bytes == 2000
+    cluster = await describe_broker_configs(client, "")
+    assert [(c.name, c.value, c.config_source, c.read_only) for c in cluster.configs] == [
+        ("log.retention.ms", "5000", DYNAMIC_DEFAULT_CONFIG, False),
+        ("message.max.bytes", "2000", DYNAMIC_DEFAULT_CONFIG, False)]
+
+    # Deleting this broker's own setting lets the cluster default show through; all of it survives a restart.
+    await client.request(incremental("1", ("log.retention.ms", DELETE, None), resource_type=BROKER), 1)
+    await running.close()
+    running = await start_broker(nursery, tmp_path / "data")
+    client = await running.client()
+    assert (await topic_configs(client, "inherits"))["retention.ms"] == "5000"
+    assert running.broker.topics.partition("inherits", 0).log.config.max_message_bytes == 2000
+    await running.close()
+
+
+@pytest.mark.parametrize(
+    ("operations", "message"),
+    [
+        ([("num.partitions", SET, "3")], "Cannot update these configs dynamically: [num.partitions]"),
+        ([("log.dirs", SET, "/elsewhere"), ("listeners", SET, "PLAINTEXT://:1")],
+         "Cannot update these configs dynamically: [listeners, log.dirs]"),
+        ([("log.retention.ms", SET, "soon")],
+         "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"),
+        ([("log.segment.bytes", SET, "1")],
+         "Invalid value 1 for configuration log.segment.bytes: Value must be at least 14"),
+    ],
+)
+async def test_broker_configs_that_cannot_change(broker: RunningBroker, client: KafkaClient, operations, message):
+    response = await client.request(incremental("1", *operations, resource_type=BROKER), 1)
     other = await client.request(incremental("2", ("log.retention.ms", SET, "5"), resource_type=BROKER), 1)
 
-    assert response.responses[0].error_code == ErrorCode.INVALID_REQUEST
+    assert (response.responses[0].error_code, response.responses[0].error_message) == (
+        ErrorCode.INVALID_REQUEST, message)
     assert other.responses[0].error_message == "Unexpected broker id, expected 1, but received 2"
+    assert broker.broker.dynamic_configs.broker == {}
+
+
+async def test_alter_configs_replaces_a_brokers_dynamic_configs(broker: RunningBroker, client: KafkaClient):
+    await client.request(incremental("1", ("log.retention.ms", SET, "5000"), ("log.cleanup.policy", APPEND, "compact"),
+                                     resource_type=BROKER), 1)
+    assert broker.broker.dynamic_configs.broker == {"log.retention.ms": "5000", "log.cleanup.policy": "delete,compact"}
+
+    response = await client.request(alter_request([(BROKER, "1", {"log.segment.bytes": "2000000"})]), 2)
+
+    assert response.responses[0].error_code == ErrorCode.NONE
+    assert broker.broker.dynamic_configs.broker == {"log.segment.bytes": "2000000"}
+    assert broker.broker.default_log_config.retention_ms == 604800000
 
 
 # -- DescribeCluster -------------------------------------------------------------------------------
