@@ -130,3 +130,26 @@ def test_kafka_python_lists_config_resources(broker, topic):
 
     assert name in every["topic"] and every["broker"] == [str(broker.node_id)], every
     assert set(topics_only) == {"topic"} and name in topics_only["topic"], topics_only
+
+
+def test_confluent_kafka_sets_a_dynamic_broker_config(broker_factory, topic):
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                       ResourceType)
+
+    broker = broker_factory()
+    name = topic(partitions=1, on=broker)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    this_broker = ConfigResource(ResourceType.BROKER, str(broker.node_id), incremental_configs=[
+        ConfigEntry("log.retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([this_broker]).values():
+        future.result(20)
+
+    [described] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)]).values()
+    retention = described.result(20)["retention.ms"]
+    assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+    refused = ConfigResource(ResourceType.BROKER, str(broker.node_id), incremental_configs=[
+        ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)])
+    [future] = admin.incremental_alter_configs([refused]).values()
+    with pytest.raises(Exception, match="Cannot update these configs dynamically"):
+        future.result(20)
