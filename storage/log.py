@@ -957,10 +957,16 @@ class Log:
             self._sync_leader_epochs()
         except OSError as e:
             logger.warning("%s: could not write the leader epoch checkpoint: %s", self.dir, e)
-        try:
-            self.producer_state.take_snapshot(self._log_end_offset)
-        except OSError as e:
-            logger.warning("%s: could not snapshot the producer state: %s", self.dir, e)
+        # A snapshot spares the next start replaying the log's batches into the producer state; an
+        # empty log has none to replay, and one snapshotted at its end already has it (thousands of
+        # idle partitions then close without a write and an fsync each).
+        if self._log_end_offset > self.log_start_offset and (
+            self._log_end_offset not in self.producer_state.snapshot_offsets()
+        ):
+            try:
+                self.producer_state.take_snapshot(self._log_end_offset)
+            except OSError as e:
+                logger.warning("%s: could not snapshot the producer state: %s", self.dir, e)
         for segment in self._segments:
             segment.close()
         self.remove_deleted_segments(force=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,28 @@ def test_idempotent_retry_is_a_duplicate_with_the_original_offsets(tmp_path: Pat
     assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
     assert log.log_end_offset == end
     log.close()
+
+
+def test_close_snapshots_the_producer_state_only_where_the_next_start_would_replay(
+    tmp_path: Path, make_batch
+) -> None:
+    empty = _log(tmp_path, name="empty-0")
+    empty.close()
+    assert not list(empty.dir.glob("*.snapshot"))
+
+    now = int(time.time() * 1000)  # producers older than producer.id.expiration.ms are dropped on load
+    log = _log(tmp_path)
+    log.append(make_batch(3, producer_id=42, producer_epoch=0, base_sequence=0, timestamp=now), leader_epoch=0)
+    log.close()
+    assert [p.name for p in log.dir.glob("*.snapshot")] == ["00000000000000000003.snapshot"]
+    reopened = Log.open(log.dir, SMALL, had_clean_shutdown=True)
+    retry = reopened.append(make_batch(3, producer_id=42, producer_epoch=0, base_sequence=0, timestamp=now),
+                            leader_epoch=0)
+    assert retry.duplicate
+    snapshot = log.dir / "00000000000000000003.snapshot"
+    written = snapshot.stat().st_mtime_ns
+    reopened.close()  # nothing appended since: the snapshot at the end is already there
+    assert snapshot.stat().st_mtime_ns == written
 
 
 def test_log_append_time_topics_stamp_the_broker_time(tmp_path: Path, make_batch) -> None:
