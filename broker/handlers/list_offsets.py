@@ -6,14 +6,19 @@ stable offset (read_committed); MAX_TIMESTAMP (-3, v7+) the record with the larg
 EARLIEST_LOCAL (-4, v8+) the log start offset, as no segments live in remote storage;
 LATEST_TIERED (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+) offset -1, as nothing is tiered.
 A timestamp >= 0 gives the first record whose timestamp is at least that, or offset -1 when none is.
+A segment that cannot be read (out of file descriptors) fails its partition alone, KAFKA_STORAGE_ERROR.
 """
 from __future__ import annotations
+
+import logging
 
 from broker.handlers.registry import RequestContext, handles
 from broker.partition import Partition
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ListOffsetsRequest, ListOffsetsResponse
 from wire.protocol import ApiKey
+
+logger = logging.getLogger(__name__)
 
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -62,15 +67,18 @@ def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartitio
     elif timestamp == LATEST:
         # With no open transactions the last stable offset is the high watermark.
         found = (partition.high_watermark, -1)
-    elif timestamp == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
     elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         found = None
-    elif timestamp < 0:
+    elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
         response.error_code = ErrorCode.INVALID_REQUEST
         return response
     else:
-        found = log.offset_for_timestamp(timestamp)
+        try:  # these read old segments' files
+            found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
+        except OSError as exc:  # one that cannot be opened (out of descriptors): this partition fails alone
+            logger.warning("looking up timestamp %d in %s failed: %s", timestamp, partition, exc)
+            response.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            return response
     if found is None:
         response.offset, response.timestamp = -1, -1
     else:
