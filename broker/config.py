@@ -272,6 +272,7 @@ class BrokerConfig:
         config.controller_max_records_per_batch = _int(
             props, "controller.max.records.per.batch", config.controller_max_records_per_batch
         )
+        _check_single_node(props)
         if config.num_partitions < 1:
             raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
         if config.fetch_max_bytes < 0:
@@ -281,6 +282,29 @@ class BrokerConfig:
                 f"controller.max.records.per.batch={config.controller_max_records_per_batch}: must be at least 1"
             )
         return config
+
+
+def _check_single_node(props: Mapping[str, str]) -> None:
+    """trafka runs as one node, its own controller: settings that make it one broker of several stop
+    the start rather than being ignored."""
+    zookeeper = props.get("zookeeper.connect", "").strip()
+    if zookeeper:
+        raise ConfigError(
+            f"zookeeper.connect={zookeeper!r}: a cluster of brokers coordinated through ZooKeeper is not served "
+            "yet; without zookeeper.connect trafka runs as a single node"
+        )
+    roles = {role.strip() for role in props.get("process.roles", "").split(",") if role.strip()}
+    if roles and roles != {"broker", "controller"}:
+        raise ConfigError(
+            f"process.roles={props['process.roles']!r}: trafka runs as one node that is both broker and "
+            "controller (process.roles=broker,controller, or leave it out)"
+        )
+    voters = [voter for voter in props.get("controller.quorum.voters", "").split(",") if voter.strip()]
+    if len(voters) > 1:
+        raise ConfigError(
+            f"controller.quorum.voters names {len(voters)} controllers: trafka runs as one node, its own "
+            "controller (name one voter, or leave it out)"
+        )
 
 
 def merge_overrides(props: dict[str, str], overrides: Iterable[str]) -> dict[str, str]:
