@@ -164,6 +164,9 @@ class Broker:
             self._background.cancel()
         if self._groups is not None:
             self._groups.stop()
-        self.log_manager.close()
-        log.info("logs flushed and checkpointed")
+        if self.log_manager.loaded:
+            self.log_manager.close()
+            log.info("logs flushed and checkpointed")
+        else:
+            self.log_manager.close()
 

@@ -64,12 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a Kafka property, e.g. --override num.partitions=3 (repeatable)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+        "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default INFO (any case)",
     )
+    parser.add_argument("--version", action="version", version=f"trafka {_version()}")
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trafka")
+    except PackageNotFoundError:  # a source checkout that was never installed
+        return "(not installed)"
+
+
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
+    if args.ephemeral and args.data_dir is not None:
+        raise ConfigError("--ephemeral keeps the data in a temporary directory: it cannot be given with --data-dir")
     props: dict[str, str] = {}
     if args.config:
         props = parse_properties(Path(args.config).read_text())

@@ -68,6 +68,10 @@ def _now_ms(now_ms: int | None) -> int:
     return time.time_ns() // 1_000_000 if now_ms is None else now_ms
 
 
+class DataDirectoryInUse(OSError):
+    """Another process holds the data directory's lock: one broker per data directory."""
+
+
 @dataclass(frozen=True)
 class OffsetsCheckpoints:
     """Every log's recovery point, log start offset and high watermark as they stood when taken
@@ -180,7 +184,11 @@ class LogManager:
         now = _now_ms(now_ms)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
-        self._load_meta_properties()
+        try:
+            self._load_meta_properties()
+        except BaseException:  # a directory of another node or cluster: let it go for its owner
+            self._unlock()
+            raise
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         had_clean_shutdown = marker.exists()
         if had_clean_shutdown:
@@ -189,9 +197,10 @@ class LogManager:
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
-        if not had_clean_shutdown:
+        paths = sorted(self.data_dir.iterdir())
+        if not had_clean_shutdown and any(path.is_dir() for path in paths):
             logger.info("%s: no clean shutdown marker: recovering logs from their recovery points", self.data_dir)
-        for path in sorted(self.data_dir.iterdir()):
+        for path in paths:
             if not path.is_dir():
                 continue
             if files.is_delete_dir_name(path.name):
@@ -223,7 +232,7 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise RuntimeError(
+            raise DataDirectoryInUse(
                 f"data directory {self.data_dir} is in use by another broker (cannot lock {LOCK_FILE})"
             ) from None
         self._lock_fd = fd
@@ -437,6 +446,11 @@ class LogManager:
         self._logs = {}
         self._loaded = False
         self._unlock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the data directory is taken and its logs open (between ``load`` and ``close``)."""
+        return self._loaded
 
     def _require_loaded(self) -> None:
         if not self._loaded:

@@ -247,6 +247,7 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
         (["--override", "listeners=SASL_SSL://127.0.0.1:0"],
          "listener SASL_SSL uses security protocol SASL_SSL, which trafka does not serve"),
         (["--port", "70000"], "--port 70000: a port is 0-65535"),
+        (["--ephemeral"], "--ephemeral keeps the data in a temporary directory: it cannot be given with --data-dir"),
         (["--port", "-1"], "--port -1: a port is 0-65535"),
     ],
 )
@@ -259,3 +260,25 @@ def test_trafka_refuses_to_start_with_one_line_for_what_it_cannot_serve(tmp_path
     assert result.stdout == ""
     assert result.stderr.startswith("trafka: ") and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_second_broker_on_a_data_directory_in_use_says_so_in_one_line(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    first = subprocess.Popen([sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(data_dir),
+                              "--log-level", "warning"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        assert READY.match(first.stdout.readline().strip())
+        second = subprocess.run([sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(data_dir)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert second.returncode == 1, second
+        assert second.stderr == f"trafka: data directory {data_dir} is in use by another broker (cannot lock .lock)\n"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=15)
+
+
+def test_version():
+    result = subprocess.run([sys.executable, "-m", "broker", "--version"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0 and re.fullmatch(r"trafka \S+\n", result.stdout), result

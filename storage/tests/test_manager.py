@@ -13,7 +13,7 @@ from storage import files
 from storage.checkpoints import read_offsets_checkpoint
 from storage.config import LogConfig
 from storage.log import read_partition_metadata
-from storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.manager import CLEAN_SHUTDOWN_FILE, DataDirectoryInUse, LogManager
 from storage.topics import topic_id_to_string
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200)
@@ -100,13 +100,13 @@ def test_cluster_id_is_generated_once_and_kept(tmp_path: Path) -> None:
     again.close()
     with pytest.raises(RuntimeError, match="node"):
         _manager(tmp_path, node_id=9)
-    with pytest.raises(RuntimeError, match="cluster"):
+    with pytest.raises(RuntimeError, match="belongs to cluster"):  # the refused start let the directory go
         _manager(tmp_path, cluster_id="another")
 
 
 def test_a_data_dir_is_used_by_one_manager_at_a_time(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
-    with pytest.raises(RuntimeError, match="in use"):
+    with pytest.raises(DataDirectoryInUse, match="in use"):
         _manager(tmp_path)
     manager.close()
     _manager(tmp_path).close()
