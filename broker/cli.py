@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         if not all(isinstance(e, (ConfigError, KafkaError, OSError)) for e in errors):
             raise
         for error in errors:
-            print(f"trafka: {error}", file=sys.stderr)
+            print(f"trafka: {error.message if isinstance(error, KafkaError) and error.message else error}",
+                  file=sys.stderr)
         return 1 if all(isinstance(e, OSError) for e in errors) else 2
     finally:
         if temp_dir is not None:

@@ -85,15 +85,18 @@ class LogConfig:
         """The broker-wide default log config from ``server.properties`` names.
 
         Names that are not log configs are ignored; time settings follow Kafka's precedence
-        (``log.retention.ms`` over ``log.retention.minutes`` over ``log.retention.hours``).
+        (``log.retention.ms`` over ``log.retention.minutes`` over ``log.retention.hours``). A bad value
+        is ``KafkaError(INVALID_CONFIG)`` naming the broker property as given.
         """
         topic_props: dict[str, str] = {}
         for broker_name, topic_name in BROKER_TO_TOPIC_CONFIG.items():
             if broker_name in props:
+                TOPIC_CONFIGS[topic_name].parse(broker_name, props[broker_name])  # a refusal names the broker's
                 topic_props[topic_name] = props[broker_name]
         for topic_name, alternatives in BROKER_TIME_CONFIGS.items():
             for broker_name, unit_ms in alternatives:
                 if broker_name in props:
+                    check_broker_log_property(broker_name, props[broker_name])
                     value = _parse_int(broker_name, props[broker_name])
                     topic_props[topic_name] = str(value if value < 0 else value * unit_ms)
                     break

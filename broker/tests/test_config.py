@@ -225,7 +225,8 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
         cwd=ROOT, capture_output=True, text=True, timeout=30,
     )
     assert bad_default.returncode == 2
-    assert bad_default.stderr.strip().splitlines()[-1].startswith("trafka: INVALID_CONFIG")
+    assert bad_default.stderr.strip().splitlines()[-1] == (
+        "trafka: Invalid value huge for configuration log.segment.bytes: Not a number of type INT")
     assert "Traceback" not in bad_default.stderr
 
     with socket.socket() as busy:
