@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
@@ -273,6 +275,9 @@ class BrokerConfig:
             props, "controller.max.records.per.batch", config.controller_max_records_per_batch
         )
         _check_single_node(props)
+        ignored = properties_not_acted_on(props)
+        if ignored:
+            log.warning("trafka does not act on these properties: %s", ", ".join(ignored))
         if config.num_partitions < 1:
             raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
         if config.fetch_max_bytes < 0:
@@ -305,6 +310,31 @@ def _check_single_node(props: Mapping[str, str]) -> None:
             f"controller.quorum.voters names {len(voters)} controllers: trafka runs as one node, its own "
             "controller (name one voter, or leave it out)"
         )
+
+
+#: Every property this broker reads, besides the topic defaults (``storage.config.BROKER_LOG_PROPERTIES``
+#: and their other units): its own settings, and those the group coordinator and handlers read.
+BROKER_PROPERTIES = frozenset({
+    "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
+    "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
+    "fetch.max.bytes", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
+    "controller.quorum.voters", "transaction.max.timeout.ms", "max.request.partition.size.limit",
+    # groups and their offsets (broker.groups)
+    "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+    "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",
+    "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
+    "offsets.topic.num.partitions", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
+})
+
+
+def properties_not_acted_on(props: Mapping[str, str]) -> list[str]:
+    """The names in ``props`` this broker neither reads nor serves (Kafka's or unknown), sorted."""
+    log_properties = set(BROKER_TO_TOPIC_CONFIG) | {
+        name for alternatives in BROKER_TIME_CONFIGS.values() for name, _ in alternatives
+    }
+    return sorted(name for name in props if name not in BROKER_PROPERTIES and name not in log_properties)
 
 
 def merge_overrides(props: dict[str, str], overrides: Iterable[str]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
+from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties, properties_not_acted_on
 from storage.config import LogConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -283,3 +283,20 @@ def test_version():
     result = subprocess.run([sys.executable, "-m", "broker", "--version"], cwd=ROOT, capture_output=True, text=True,
                             timeout=30)
     assert result.returncode == 0 and re.fullmatch(r"trafka \S+\n", result.stdout), result
+
+
+def test_properties_the_broker_does_not_act_on_are_named_in_a_warning(caplog):
+    BrokerConfig.from_properties({"num.io.threads": "8", "log.retention.hours": "1", "no.such.thing": "x",
+                                  "group.max.size": "5"})
+    assert "trafka does not act on these properties: no.such.thing, num.io.threads" in caplog.text
+
+
+def test_every_property_the_broker_reads_counts_as_acted_on():
+    read = set()
+    for path in (ROOT / "broker").rglob("*.py"):
+        if "tests" not in path.parts:
+            text = path.read_text()
+            read |= set(re.findall(r'(?:properties|props)\.get\(\s*"([a-z][a-z0-9.]+)"', text))
+            read |= set(re.findall(r'_(?:int|bool)\(props, "([a-z][a-z0-9.]+)"', text))
+    assert len(read) > 20
+    assert properties_not_acted_on(dict.fromkeys(read, "")) == []
