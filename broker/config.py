@@ -2,11 +2,12 @@
 
 A ``server.properties`` written for Apache Kafka works as it is: ``listeners``, ``advertised.listeners``,
 ``log.dirs``, ``node.id``/``broker.id``, ``num.partitions``, ``log.segment.bytes`` and the rest keep
-their meaning. Properties trafka does not act on are kept and reported by DescribeConfigs, so tools that
-read them back see what they wrote.
+their meaning. Properties trafka does not act on are named in a warning, kept, and reported by
+DescribeConfigs, so tools that read them back see what they wrote.
 
 Defaults are a developer's: one broker on 127.0.0.1:9092, auto-created topics with one partition, and
-no initial rebalance delay for consumer groups.
+a new consumer group formed once no further member has arrived for 100 ms
+(``group.initial.rebalance.delay.ms``; Kafka waits 3 s).
 """
 from __future__ import annotations
 

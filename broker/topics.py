@@ -41,6 +41,10 @@ OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
+def _partitions(count: int) -> str:
+    return "1 partition" if count == 1 else f"{count} partitions"
+
+
 def validate_topic_name(name: str | None) -> None:
     """Raises INVALID_TOPIC_EXCEPTION, with Kafka's message, for a name Kafka refuses."""
     if not name:
@@ -253,7 +257,7 @@ class TopicManager:
                 await self._restore_catalog()
                 raise
             self._add(topic)
-            log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+            log.info("created topic %s with %s (id %s)", name, _partitions(num_partitions), topic.topic_id)
             return topic
 
     async def auto_create(self, name: str) -> Topic:
@@ -322,7 +326,7 @@ class TopicManager:
             self.catalog.set_partitions(name, current, save=False)
             await self._restore_catalog()
             raise
-        log.info("topic %s now has %d partitions", name, count)
+        log.info("topic %s now has %s", name, _partitions(count))
         return topic
 
     async def set_default_log_config(self, default_log_config: LogConfig) -> None:
