@@ -62,3 +62,4 @@ if ! (cd "$java_lib" && sha256sum --check --status --strict "$here/java/jars.sha
 fi
 bash "$here/reference/setup.sh"
 bash "$here/spark/setup.sh"
+bash "$here/zookeeper/setup.sh"
