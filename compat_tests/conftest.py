@@ -1,5 +1,6 @@
-"""Fixtures for the compatibility tests: a real broker process per module, unique topic names, and the
-stderr of the brokers (and of the Java client's driver JVMs) attached to every failing test's report."""
+"""Fixtures for the compatibility tests: a real broker process per module, unique topic names, a real
+ZooKeeper for the cluster tests, and the stderr of the brokers (and of ZooKeeper and the Java client's
+driver JVMs) attached to every failing test's report."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if str(ROOT) not in sys.path:  # the helpers are imported as compat_tests.* from
 from compat_tests.clients import CLIENTS, Client, ConfluentClient, JavaDriver  # noqa: E402
 from compat_tests.harness import BrokerProcess  # noqa: E402
 from compat_tests.reference import KafkaBroker  # noqa: E402
+from compat_tests.zookeeper import ZooKeeperServer  # noqa: E402
 
 LOG_LINES_ON_FAILURE = 150
 _topic_numbers = itertools.count()
@@ -47,6 +49,16 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     process.start()
     yield process
     process.close()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """Apache ZooKeeper (standalone, on a free loopback port), the coordination service of the cluster
+    tests, shared by the tests of a module. Started only by the tests that ask for it."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper") / "data", name="zookeeper")
+    server.start()
+    yield server
+    server.close()
 
 
 @pytest.fixture
@@ -94,7 +106,8 @@ def client_for() -> Callable[[str, BrokerProcess], Client]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     # Remember how much each broker and Java driver had logged, so a failure shows only what this test caused.
-    item.stash[_log_marks] = {id(p): len(p.log_text()) for p in [*BrokerProcess.started, *KafkaBroker.started]}
+    item.stash[_log_marks] = {id(p): len(p.log_text())
+                              for p in [*BrokerProcess.started, *KafkaBroker.started, *ZooKeeperServer.started]}
     item.stash[_log_marks].update((id(d), len(d.stderr_text())) for d in JavaDriver.started)
     yield
 
@@ -106,7 +119,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not report.failed:
         return
     marks = item.stash.get(_log_marks, {})
-    for process in [*BrokerProcess.started, *KafkaBroker.started]:
+    for process in [*BrokerProcess.started, *KafkaBroker.started, *ZooKeeperServer.started]:
         text = process.log_text()[marks.get(id(process), 0):]
         if text.strip():
             tail = "\n".join(text.splitlines()[-LOG_LINES_ON_FAILURE:])
