@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL_S = 60.0
 # How often due flushes (rolled segments, flush.ms) and deleted segments' files are looked after.
 HOUSEKEEPING_INTERVAL_S = 1.0
+# Retention's first look comes this soon after start (then every log.retention.check.interval.ms); it
+# looks at this many logs between two chances for other tasks to run.
+RETENTION_FIRST_CHECK_S = 30.0
+RETENTION_BATCH = 500
 
 
 class Broker:
@@ -114,8 +118,9 @@ class Broker:
 
     async def run_background(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work, as Kafka's scheduler does it: flushes (of rolled segments, and those due by
-        ``flush.ms``), removal of deleted segments once ``file.delete.delay.ms`` has passed, and
-        checkpoints. The group coordinator runs here too, once loaded."""
+        ``flush.ms``), retention every ``log.retention.check.interval.ms``, removal of deleted
+        segments once ``file.delete.delay.ms`` has passed, and checkpoints (at once after retention
+        moved log start offsets). The group coordinator runs here too, once loaded."""
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
                 self._background_tasks = nursery
@@ -123,13 +128,35 @@ class Broker:
                     self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
                 task_status.started()
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
+                retention_interval_s = self.config.log_retention_check_interval_ms / 1000
+                next_retention = trio.current_time() + min(retention_interval_s, RETENTION_FIRST_CHECK_S)
                 while True:
-                    await trio.sleep(HOUSEKEEPING_INTERVAL_S)
+                    await trio.sleep(min(HOUSEKEEPING_INTERVAL_S, retention_interval_s))
                     await self._run_due_flushes()
+                    if trio.current_time() >= next_retention:
+                        if await self._apply_retention():
+                            next_checkpoint = trio.current_time()  # the new log start offsets, at once
+                        next_retention = trio.current_time() + retention_interval_s
                     self.log_manager.delete_expired_files()
                     if trio.current_time() >= next_checkpoint:
                         await self._write_checkpoints()
                         next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
+
+    async def _apply_retention(self) -> int:
+        """Retention over every log (storage.retention): the segments it deletes are renamed
+        ``.deleted`` and their files removed once ``file.delete.delay.ms`` has passed, so reads
+        already handed out stay valid. Other tasks run between every few hundred logs. Returns how
+        many segments were deleted."""
+        deleted = 0
+        now_ms = time.time_ns() // 1_000_000
+        for index, storage_log in enumerate(list(self.log_manager.logs()), start=1):
+            try:
+                deleted += storage_log.apply_retention(now_ms=now_ms)
+            except OSError as exc:
+                log.error("retention of %s failed: %s", storage_log.dir, exc)
+            if not index % RETENTION_BATCH:
+                await trio.lowlevel.checkpoint()
+        return deleted
 
     async def _run_due_flushes(self) -> None:
         """fsync what rolls left behind and what ``flush.ms`` asks for, each in a worker thread:

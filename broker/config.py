@@ -191,6 +191,7 @@ class BrokerConfig:
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
     fetch_max_bytes: int = 57_671_680  # the most record bytes one consumer Fetch response carries
+    log_retention_check_interval_ms: int = 300_000  # how often retention looks for segments to delete
     group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -246,6 +247,13 @@ class BrokerConfig:
             props, "socket.request.max.bytes", config.socket_request_max_bytes
         )
         config.fetch_max_bytes = _int(props, "fetch.max.bytes", config.fetch_max_bytes)
+        config.log_retention_check_interval_ms = _int(
+            props, "log.retention.check.interval.ms", config.log_retention_check_interval_ms
+        )
+        if config.log_retention_check_interval_ms < 1:
+            raise ConfigError(
+                f"log.retention.check.interval.ms={config.log_retention_check_interval_ms}: must be at least 1"
+            )
         config.group_initial_rebalance_delay_ms = _int(
             props, "group.initial.rebalance.delay.ms", config.group_initial_rebalance_delay_ms
         )
@@ -319,7 +327,7 @@ BROKER_PROPERTIES = frozenset({
     "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
     "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
     "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
-    "fetch.max.bytes", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
+    "fetch.max.bytes", "log.retention.check.interval.ms", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
     "controller.quorum.voters", "transaction.max.timeout.ms", "max.request.partition.size.limit",
     # groups and their offsets (broker.groups)
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",

@@ -46,6 +46,7 @@ from storage.config import LogConfig
 from storage.index import AbortedTxn, CorruptIndexError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
 from storage.producer_state import CompletedTxn, ProducerStateManager
+from storage.retention import SegmentSummary, expired_segments
 from storage.segment import AppendedBatch, LogSegment, next_offset_in_file
 from storage.topics import topic_id_from_string, topic_id_to_string
 from wire.chunks import FileSlice
@@ -869,6 +870,38 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_start)
         self.producer_state.truncate(self.log_start_offset, self._log_end_offset)
         return len(segments)
+
+    def apply_retention(self, *, now_ms: int | None = None) -> int:
+        """Delete the oldest segments that ``retention.bytes`` and ``retention.ms`` no longer keep (see
+        storage.retention), on a log whose ``cleanup.policy`` includes delete. Returns how many."""
+        config = self.config
+        if self._closed or not config.delete or (config.retention_ms < 0 and config.retention_bytes < 0):
+            return 0
+        now = _now_ms(now_ms)
+        segments = list(self._segments)
+
+        def largest_timestamp(index: int) -> int:
+            segment = segments[index]
+            if segment.max_timestamp >= 0:
+                return segment.max_timestamp
+            return os.stat(segment.log_path).st_mtime_ns // 1_000_000
+
+        count = expired_segments(
+            [SegmentSummary(segment.base_offset, segment.size) for segment in segments],
+            largest_timestamp,
+            log_end_offset=self._log_end_offset,
+            high_watermark=self._high_watermark,
+            retention_ms=config.retention_ms,
+            retention_bytes=config.retention_bytes,
+            now_ms=now,
+        )
+        if count:
+            logger.info(
+                "%s-%d: deleting %d segment(s) past retention (retention.ms=%d, retention.bytes=%d); the log "
+                "now starts at %d", self.topic, self.partition, count, config.retention_ms, config.retention_bytes,
+                segments[count].base_offset if count < len(segments) else self._log_end_offset,
+            )
+        return self.delete_old_segments(segments[:count], now_ms=now)
 
     def _delete_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
         """Take segments out of the log and rename them ``.deleted``; their files are removed after

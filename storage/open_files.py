@@ -41,12 +41,12 @@ class LogFile:
     def __repr__(self) -> str:
         return f"LogFile({self.path}, fd={self.fd}, {'read-write' if self.writable else 'read-only'})"
 
-    def __del__(self) -> None:
+    def __del__(self, _close=os.close) -> None:  # os may be gone when the interpreter exits
         fd = getattr(self, "fd", -1)  # none when the open failed
         self.fd = -1
         if fd >= 0:
             try:
-                os.close(fd)
+                _close(fd)
             except OSError:
                 pass
 

@@ -308,6 +308,8 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
     "delete.topic.enable": ("delete_topic_enable", ConfigType.BOOLEAN, "Whether DeleteTopics may delete topics."),
     "socket.request.max.bytes": ("socket_request_max_bytes", ConfigType.INT, "Largest request frame accepted."),
     "fetch.max.bytes": ("fetch_max_bytes", ConfigType.INT, "Most record bytes one Fetch response carries."),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", ConfigType.LONG,
+                                        "How often retention looks for segments to delete."),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", ConfigType.INT,
                                          "How long a new consumer group waits for another member to arrive before "
                                          "its first rebalance."),

@@ -344,6 +344,45 @@ def test_delete_records_before(tmp_path: Path, make_batch) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("policy", ["delete", "compact,delete", "compact"])
+def test_retention_deletes_expired_segments_below_the_high_watermark(tmp_path: Path, make_batch, policy) -> None:
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=256, segment_index_bytes=4096, retention_ms=60_000,
+                       cleanup_policy=policy)
+    log = _log(tmp_path, config)
+    for n in range(12):  # timestamps 0, 10 s, 20 s ... about 400 bytes a batch: segments roll every two
+        log.append(make_batch(2, 150, timestamp=n * 10_000), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    bases = [s.base_offset for s in log.segments]
+    old = log.read(0, 10**6).records
+
+    deleted = log.apply_retention(now_ms=110_001)  # past 60 s: what is older than 50 s
+
+    if policy == "compact":
+        assert deleted == 0 and [s.base_offset for s in log.segments] == bases
+        return
+    assert deleted >= 2 and [s.base_offset for s in log.segments] == bases[deleted:]
+    assert log.log_start_offset == bases[deleted]
+    assert all(s.max_timestamp >= 110_001 - 60_000 for s in log.segments)  # not past retention.ms
+    assert _error(lambda: log.read(bases[deleted] - 1, 100)) == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert _offsets(old.read())[0] == (0, 1)  # a slice handed out before stays readable
+    # Everything once it has all expired: the log rolls an empty active segment at its end.
+    assert log.apply_retention(now_ms=10**9) > 0
+    assert (log.log_start_offset, [s.base_offset for s in log.segments]) == (24, [24])
+
+
+def test_retention_by_size_keeps_at_least_retention_bytes(tmp_path: Path, make_batch) -> None:
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=256, segment_index_bytes=4096, retention_bytes=2000)
+    log = _log(tmp_path, config)
+    for n in range(12):
+        log.append(make_batch(2, 150, timestamp=n), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+
+    log.apply_retention(now_ms=1_000)
+
+    kept = sum(s.size for s in log.segments)
+    assert 2000 <= kept < 2000 + log.segments[0].size
+
+
 def test_delete_old_segments_rolls_when_deleting_everything(tmp_path: Path, make_batch) -> None:
     log = _log(tmp_path)
     for _ in range(6):
