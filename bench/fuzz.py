@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _progress(result: CampaignResult) -> None:
     print(f"  {result.elapsed:6.0f} s: {result.frames} frames, peak RSS {result.rss_peak / 2**20:.1f} MB, "
-          f"probe worst {result.probe_worst * 1000:.0f} ms, served {result.served.produced if result.served else 0}",
+          f"probe worst {result.probe_worst * 1000:.0f} ms, served client {result.served.produced} produced, {result.served.consumed} consumed",
           flush=True)
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from compat_tests.fuzz.campaign import BROKER_OVERRIDES, run_campaign
+from compat_tests.fuzz.campaign import BROKER_OVERRIDES, LogWatcher, run_campaign
 from compat_tests.fuzz.corpus import load_corpus
 from compat_tests.fuzz.mutate import MUTATIONS, mutant, served_versions
 
@@ -63,3 +63,26 @@ def test_the_broker_survives_mutated_frames_and_serves_a_client_throughout(broke
                                  + "\n\n".join(result.problems[:10]) + f"\n\n{result.summary()}")
     assert result.served.produced > 0 and result.served.consumed == result.served.produced
     assert result.probe_count > 0
+
+
+def test_a_traceback_in_the_log_is_tied_to_the_frame_sent_on_its_connection(corpus) -> None:
+    class Log:
+        text = "2026-01-01 00:00:00,000 INFO broker: started\n"
+
+        def log_text(self) -> str:
+            return self.text
+
+    log = Log()
+    suspect = mutant(corpus, SEED, 3)
+    watcher = LogWatcher(log, {40123: [suspect]})  # type: ignore[arg-type]
+    log.text += ("2026-01-01 00:00:01,000 ERROR broker.connection: closing connection 9 from 127.0.0.1:40123: "
+                 "METADATA v12 request (correlation id 5) failed\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "broker/handlers/metadata.py", line 1, in handle\n'
+                 "ValueError: boom\n"
+                 "2026-01-01 00:00:02,000 WARNING broker.connection: closing connection 10 from 127.0.0.1:40124: "
+                 "unknown api key 99\n")
+    watcher.poll()
+    (problem,) = watcher.tracebacks
+    assert f"seed {SEED} frame 3:" in problem and "ValueError: boom" in problem and "unknown api key" not in problem
+    assert watcher.protocol_errors == 1

@@ -356,8 +356,8 @@ class CampaignResult:
     problems: list[str] = field(default_factory=list)
     protocol_errors: int = 0
     topics_deleted: int = 0
-    connect_failures: int = 0
     groups_deleted: int = 0
+    connect_failures: int = 0
 
     def summary(self) -> str:
         mb = 1024 * 1024
@@ -372,9 +372,7 @@ class CampaignResult:
 
 
 def create_served_topic(broker: BrokerProcess, topic: str = SERVED_TOPIC) -> None:
-    from compat_tests.clients import ConfluentClient
-
-    from compat_tests.clients import ClientError
+    from compat_tests.clients import ClientError, ConfluentClient
 
     admin = ConfluentClient(broker.bootstrap)
     try:
@@ -406,6 +404,7 @@ def run_campaign(
     result = CampaignResult(seed)
     create_served_topic(broker)
     served = ServedClient(broker.bootstrap)
+    result.served = served.report  # filled in as the client goes
     served.start()
     probe = Probe(broker.host, broker.port)
     probe.start()
