@@ -1,0 +1,118 @@
+"""The controller's decisions, as pure functions of the cluster's state: where a new partition's replicas
+go, and which replica leads a partition.
+
+Replica placement is Kafka's (ZooKeeper mode): brokers in id order (alternating between racks when every
+broker names one), the first replica of partition p on the broker ``(p + start) % n`` so that leaders
+spread evenly, the others at a shift that grows by one every ``n`` partitions so that followers spread
+too; on racks, a replica never shares a rack with another while some rack has none. ``start`` is
+random unless given, so that topics created one by one do not pile their leaders on the first broker.
+
+Leader election takes the first replica, in assignment order, that is alive and in the ISR; with unclean
+election allowed, and none such, the first live replica (which may not hold every acknowledged record).
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from wire.errors import ErrorCode, KafkaError
+
+
+def assign_replicas(
+    brokers: Mapping[int, str | None],
+    partitions: int,
+    replication_factor: int,
+    *,
+    start: int | None = None,
+    first_partition: int = 0,
+) -> dict[int, list[int]]:
+    """Replicas of partitions ``first_partition .. first_partition + partitions - 1`` over ``brokers``
+    (broker id -> rack, or None), the preferred leader first."""
+    if partitions <= 0:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > len(brokers):
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
+        )
+    racks = {rack for rack in brokers.values() if rack is not None}
+    rack_aware = bool(racks)
+    if rack_aware and None in brokers.values():
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Not all brokers have rack information for replica rack aware assignment.",
+        )
+    order = _rack_alternated(brokers) if rack_aware else sorted(brokers)
+    count = len(order)
+    first = random.randrange(count) if start is None else start
+    shift = random.randrange(count) if start is None else start
+    assignment: dict[int, list[int]] = {}
+    for partition in range(max(0, first_partition), max(0, first_partition) + partitions):
+        if partition > 0 and partition % count == 0:
+            shift += 1
+        leader_index = (partition + first) % count
+        replicas = [order[leader_index]]
+        if rack_aware:
+            _add_rack_aware(replicas, order, brokers, leader_index, shift * len(racks), replication_factor, len(racks))
+        else:
+            replicas += [order[_follower_index(leader_index, shift, j, count)] for j in range(replication_factor - 1)]
+        assignment[partition] = replicas
+    return assignment
+
+
+def _follower_index(leader_index: int, shift: int, follower: int, count: int) -> int:
+    """Where the ``follower``-th follower goes: past the leader by 1 + (shift + follower) mod (n - 1)."""
+    return (leader_index + 1 + (shift + follower) % (count - 1)) % count
+
+
+def _rack_alternated(brokers: Mapping[int, str | None]) -> list[int]:
+    """Brokers taken from each rack in turn (racks by name, brokers of a rack by id)."""
+    by_rack: dict[str, list[int]] = {}
+    for broker_id in sorted(brokers):
+        by_rack.setdefault(str(brokers[broker_id]), []).append(broker_id)
+    queues = [by_rack[rack] for rack in sorted(by_rack)]
+    order: list[int] = []
+    turn = 0
+    while len(order) < len(brokers):
+        queue = queues[turn % len(queues)]
+        if queue:
+            order.append(queue.pop(0))
+        turn += 1
+    return order
+
+
+def _add_rack_aware(replicas: list[int], order: Sequence[int], brokers: Mapping[int, str | None], leader_index: int,
+                    shift: int, replication_factor: int, rack_count: int) -> None:
+    """Add the followers of a partition led by ``replicas[0]``: walking the shifted positions, skip a
+    broker whose rack has a replica while another rack has none, or a broker that has one while
+    another broker has none."""
+    used_racks = {brokers[replicas[0]]}
+    used = {replicas[0]}
+    step = 0
+    while len(replicas) < replication_factor:
+        candidate = order[_follower_index(leader_index, shift, step, len(order))]
+        step += 1
+        rack = brokers[candidate]
+        if (rack not in used_racks or len(used_racks) == rack_count) and (
+            candidate not in used or len(used) == len(order)
+        ):
+            replicas.append(candidate)
+            used_racks.add(rack)
+            used.add(candidate)
+
+
+def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int] | frozenset[int], *,
+                 unclean: bool = False) -> int | None:
+    """The new leader of a partition: the first live replica of the ISR in assignment order; with
+    ``unclean`` and none such, the first live replica; None when no replica may lead."""
+    in_sync = set(isr)
+    for replica in replicas:
+        if replica in live and replica in in_sync:
+            return replica
+    if unclean:
+        for replica in replicas:
+            if replica in live:
+                return replica
+    return None
