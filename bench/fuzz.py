@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _progress(result: CampaignResult) -> None:
     print(f"  {result.elapsed:6.0f} s: {result.frames} frames, peak RSS {result.rss_peak / 2**20:.1f} MB, "
-          f"probe worst {result.probe_worst * 1000:.0f} ms, served client {result.served.produced} produced, {result.served.consumed} consumed",
+          f"probe worst {result.probe_worst * 1000:.0f} ms, served client {result.served.produced} produced, "
+          f"{result.served.consumed} consumed",
           flush=True)
 
 
@@ -76,10 +77,11 @@ def _report(result: CampaignResult, args: argparse.Namespace) -> str:
         f"{args.workers} workers, {args.per_connection} frame(s) per connection",
         f"frames sent:          {result.frames} on {result.connections} connections in {result.elapsed:.0f} s "
         f"({result.frames / max(result.elapsed, 1e-9):.0f} frames/s)",
-        f"connections answered: {result.answered}; closed for a protocol error: {result.protocol_errors}",
+        f"connections answered: {result.answered}; closed for a protocol error: {result.protocol_errors}; "
+        f"could not send: {result.connect_failures}",
         f"swept away:           {result.topics_deleted} topics, {result.groups_deleted} groups the frames created",
-        f"broker RSS:           {result.rss_before / mb:.1f} MB before, {result.rss_after / mb:.1f} MB after, "
-        f"peak {result.rss_peak / mb:.1f} MB",
+        f"broker RSS:           {result.rss_before / mb:.1f} MB before, {result.rss_after / mb:.1f} MB after "
+        f"(the final sweep done), peak {result.rss_peak / mb:.1f} MB",
         f"probe (Metadata):     {result.probe_count} requests, worst {result.probe_worst * 1000:.0f} ms "
         f"(at {result.probe_worst_at:.0f} s)",
         f"served client:        {result.served.produced} produced, {result.served.consumed} consumed, longest gap "
