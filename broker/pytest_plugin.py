@@ -1,0 +1,52 @@
+"""trafka's pytest plugin, registered with pytest when trafka is installed (entry point ``pytest11``).
+
+Fixtures:
+
+* ``trafka``: a real broker process on a free port with its data in a temporary directory, one per
+  test session (so one per pytest-xdist worker), running when a test gets it: a
+  ``broker.testing.TrafkaBroker`` with ``bootstrap_servers``, ``restart()``, ``kill()``, ``start()``,
+  ``stop()`` and ``create_topic()``.
+* ``trafka_topic``: a factory of topics unique to the test, created on the session's broker:
+  ``trafka_topic()``, ``trafka_topic(partitions=3, configs={"retention.ms": 60000})``.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from broker.testing import TrafkaBroker
+
+_topic_numbers = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def trafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
+    """The test session's trafka broker (``trafka`` hands it to each test, running)."""
+    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka") / "data")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def trafka(trafka_session_broker: TrafkaBroker) -> TrafkaBroker:
+    """The session's trafka broker, running (started again if an earlier test stopped or killed it)."""
+    if not trafka_session_broker.running:
+        trafka_session_broker.start()
+    return trafka_session_broker
+
+
+@pytest.fixture
+def trafka_topic(trafka: TrafkaBroker, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``trafka_topic(partitions=1, configs=None)``: create a topic named after the test; returns its name."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-")[:200]
+
+    def make(partitions: int = 1, configs: Mapping[str, object] | None = None) -> str:
+        return trafka.create_topic(f"{base}-{next(_topic_numbers)}", partitions, configs)
+
+    return make

@@ -1,0 +1,48 @@
+"""trafka's pytest plugin as its users meet it: the README's example test, run as it stands in the README
+by a pytest of its own, in a fresh directory; and ``TrafkaBroker`` as a context manager."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from broker.testing import BrokerError, TrafkaBroker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("<!-- the example test:", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL)[1]
+
+
+def test_the_readme_example_test_passes(tmp_path: Path):
+    (tmp_path / "test_example.py").write_text(readme_example())
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout, result.stdout
+
+
+def test_a_broker_as_a_context_manager(tmp_path: Path):
+    with TrafkaBroker(properties={"num.partitions": 2}) as broker:
+        first_port = broker.port
+        assert broker.create_topic("made", partitions=3) == "made"
+        try:
+            broker.create_topic("made")
+        except BrokerError as refused:
+            assert "TOPIC_ALREADY_EXISTS" in str(refused)
+        else:
+            raise AssertionError("a second topic of the same name was created")
+        broker.restart()
+        assert broker.running and broker.port == first_port
+        data_dir = broker.data_dir
+        assert (data_dir / "made-2").is_dir()
+    assert not broker.running and not data_dir.exists()
