@@ -44,7 +44,16 @@ log = logging.getLogger("trafka")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="trafka", description="A Kafka-wire-compatible broker. Kafka clients connect to it as to Apache Kafka."
+        prog="trafka",
+        description="A Kafka-wire-compatible broker. Kafka clients connect to it as to Apache Kafka.",
+        epilog="tools, for any Kafka-compatible broker (--bootstrap-server HOST:PORT, default 127.0.0.1:9092):\n"
+               "  trafka topics list|describe|create|delete ...\n"
+               "  trafka groups list|describe GROUP ...\n"
+               "  trafka configs describe|alter (--topic T | --broker ID) ...\n"
+               "  trafka produce TOPIC < lines\n"
+               "  trafka consume TOPIC [--from-beginning] [--max-messages N]\n"
+               "each with --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", metavar="FILE", help="a server.properties file (Kafka's property names)")
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -129,6 +138,11 @@ async def run(config: BrokerConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLS:
+        from broker.tools import main as run_tool
+
+        return run_tool(["--bootstrap-server", *_bootstrap(argv[1:]), argv[0], *_without_bootstrap(argv[1:])])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -162,6 +176,34 @@ def main(argv: list[str] | None = None) -> int:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
     return 0
+
+
+#: The tools' subcommands (broker.tools); anything else runs the broker.
+TOOLS = ("topics", "groups", "configs", "produce", "consume")
+
+
+def _bootstrap(argv: list[str]) -> list[str]:
+    """The --bootstrap-server value given anywhere after the subcommand, as Kafka's tools take it."""
+    for index, item in enumerate(argv):
+        if item == "--bootstrap-server" and index + 1 < len(argv):
+            return [argv[index + 1]]
+        if item.startswith("--bootstrap-server="):
+            return [item.split("=", 1)[1]]
+    from broker.tools import DEFAULT_BOOTSTRAP
+
+    return [DEFAULT_BOOTSTRAP]
+
+
+def _without_bootstrap(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item == "--bootstrap-server":
+            skip = True
+        elif not item.startswith("--bootstrap-server="):
+            out.append(item)
+    return out
 
 
 def _leaf_exceptions(exc: BaseException):
