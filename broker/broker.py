@@ -23,6 +23,7 @@ from storage.topics import TopicCatalog
 
 if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator
+    from broker.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class Broker:
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self._dynamic_config_changes = trio.Lock()
+        #: broker.metrics.Metrics when metrics.port is set, for the handlers to count in.
+        self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
@@ -102,6 +105,11 @@ class Broker:
 
             self._groups = GroupCoordinator(self)
             self._background_tasks.start_soon(self._groups.run)
+        return self._groups
+
+    @property
+    def loaded_groups(self) -> GroupCoordinator | None:
+        """The group coordinator if a group request has loaded it, without loading it."""
         return self._groups
 
     async def group_coordinator(self) -> GroupCoordinator:

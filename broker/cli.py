@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ephemeral", action="store_true", help="store data in a temporary directory removed at exit"
     )
     parser.add_argument("--node-id", type=int, help="this broker's node.id (default 1)")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (metrics.port)")
     parser.add_argument(
         "--override",
         action="append",
@@ -112,6 +113,10 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         config.data_dir = Path(args.data_dir)
     if args.node_id is not None:
         config.node_id = args.node_id
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port {args.metrics_port}: a port is 0-65535")
+        config.metrics_port = args.metrics_port
     return config
 
 

@@ -192,6 +192,7 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     fetch_max_bytes: int = 57_671_680  # the most record bytes one consumer Fetch response carries
     log_retention_check_interval_ms: int = 300_000  # how often retention looks for segments to delete
+    metrics_port: int | None = None  # Prometheus metrics on this port (0: a free one); None: none
     group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -247,6 +248,10 @@ class BrokerConfig:
             props, "socket.request.max.bytes", config.socket_request_max_bytes
         )
         config.fetch_max_bytes = _int(props, "fetch.max.bytes", config.fetch_max_bytes)
+        if props.get("metrics.port", "").strip():
+            config.metrics_port = _int(props, "metrics.port", 0)
+            if not 0 <= config.metrics_port <= 65535:
+                raise ConfigError(f"metrics.port={config.metrics_port}: a port is 0-65535")
         config.log_retention_check_interval_ms = _int(
             props, "log.retention.check.interval.ms", config.log_retention_check_interval_ms
         )
@@ -327,7 +332,7 @@ BROKER_PROPERTIES = frozenset({
     "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
     "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
     "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
-    "fetch.max.bytes", "log.retention.check.interval.ms", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
+    "fetch.max.bytes", "log.retention.check.interval.ms", "metrics.port", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
     "controller.quorum.voters", "transaction.max.timeout.ms", "max.request.partition.size.limit",
     # groups and their offsets (broker.groups)
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 from typing import TYPE_CHECKING
 
 import trio
@@ -130,6 +131,8 @@ class ClientConnection:
         header, request = event.header, event.body
         handler = REGISTRY.get(header.api_key)
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
+        metrics = self.broker.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             response = await handler.handle(ctx, request)
         except CloseConnection as exc:
@@ -151,6 +154,8 @@ class ClientConnection:
             else:
                 chunks = self.protocol.send_response(header, response)
             await self.send_chunks(chunks)
+        if metrics is not None:
+            metrics.request(handler.api_key.name, time.perf_counter() - started)
         return True
 
     async def _unsupported_version(self, event: UnsupportedVersion) -> None:

@@ -50,6 +50,11 @@ class Server:
             if config.port == 0:
                 config.port = addresses[0][1]
             self.broker = broker = Broker(config)
+            if config.metrics_port is not None:
+                from broker.metrics import Metrics
+
+                broker.metrics = Metrics(broker, lambda: len(self._connections))
+                broker.metrics.serve(config.host, config.metrics_port)
             try:
                 await broker.start()
                 partitions = sum(len(t.partitions) for t in broker.topics)
@@ -84,6 +89,8 @@ class Server:
             finally:
                 with trio.CancelScope(shield=True):
                     await broker.stop()
+                if broker.metrics is not None:
+                    broker.metrics.close()
             log.info("stopped")
         finally:
             self.stopped.set()

@@ -53,7 +53,18 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
             for partition in partitions:
                 partition.remove_waiter(waiter)
         responses, _ = _read(targets, request, max_bytes)
+    if ctx.broker.metrics is not None:
+        _count_bytes_out(ctx.broker.metrics, targets, responses)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
+
+
+def _count_bytes_out(metrics, targets: list[Target], responses: list[TopicResponse]) -> None:
+    """Record bytes of the response, by topic (responses follow the request's topics in order)."""
+    for (_, partitions, _), response in zip(targets, responses):
+        sent = sum(p.records.size for p in response.partitions if p.records)
+        found = next((partition for _, partition in partitions if partition is not None), None)
+        if sent and found is not None:
+            metrics.bytes_out(found.topic, sent)
 
 
 Target = tuple[FetchRequest.FetchTopic, list[tuple[FetchRequest.FetchPartition, Partition | None]], ErrorCode]

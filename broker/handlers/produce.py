@@ -63,6 +63,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             try:
                 records = _single_batch(data.records, ctx.api_version)
                 info = partition.append(records)
+                if ctx.broker.metrics is not None:
+                    ctx.broker.metrics.bytes_in(partition.topic, len(records))
             except KafkaError as exc:
                 log.debug("produce to %s-%d rejected: %s", partition.topic, data.index, exc)
                 partition_responses.append(_error(data.index, exc.code, exc.message or None))

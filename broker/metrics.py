@@ -1,0 +1,97 @@
+"""Prometheus metrics, served when ``metrics.port`` (``--metrics-port``) is set, with prometheus_client.
+
+Counted as they happen: requests and their handling time per API, record bytes in (Produce) and out
+(Fetch) per topic. Read when scraped: the size of each partition's log, its log end offset and high
+watermark, the open connections, and the consumer groups by state with their members. Without the
+setting nothing here is loaded, and the request path only tests for ``None``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: Request handling times, in seconds, from 100 µs to 10 s.
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                   10.0)
+
+
+class Metrics:
+    """The broker's metrics in a registry of their own."""
+
+    def __init__(self, broker: Broker, connections: Callable[[], int]) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry()
+        self._requests = Counter("trafka_requests", "Requests handled, by API.", ["api"], registry=self.registry)
+        self._latency = Histogram("trafka_request_seconds", "Time from a request's arrival to its response, by API.",
+                                  ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._bytes_in = Counter("trafka_bytes_in", "Record bytes appended by Produce, by topic.", ["topic"],
+                                 registry=self.registry)
+        self._bytes_out = Counter("trafka_bytes_out", "Record bytes sent by Fetch, by topic.", ["topic"],
+                                  registry=self.registry)
+        self.registry.register(_StateCollector(broker, connections))
+        self._server = None
+
+    def serve(self, host: str, port: int) -> None:
+        """Serve ``/metrics`` on ``host:port`` (an HTTP server in a thread of its own)."""
+        from prometheus_client import start_http_server
+
+        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        log.info("serving Prometheus metrics on http://%s:%d/metrics", host, self._server.server_port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def request(self, api: str, seconds: float) -> None:
+        self._requests.labels(api).inc()
+        self._latency.labels(api).observe(seconds)
+
+    def bytes_in(self, topic: str, size: int) -> None:
+        self._bytes_in.labels(topic).inc(size)
+
+    def bytes_out(self, topic: str, size: int) -> None:
+        self._bytes_out.labels(topic).inc(size)
+
+
+class _StateCollector:
+    """What the broker holds, read at each scrape."""
+
+    def __init__(self, broker: Broker, connections: Callable[[], int]) -> None:
+        self.broker = broker
+        self.connections = connections
+
+    def collect(self) -> Iterable[object]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        size = GaugeMetricFamily("trafka_log_size_bytes", "Bytes in a partition's log.", labels=["topic", "partition"])
+        end = GaugeMetricFamily("trafka_log_end_offset", "A partition's log end offset.", labels=["topic", "partition"])
+        watermark = GaugeMetricFamily("trafka_high_watermark", "A partition's high watermark.",
+                                      labels=["topic", "partition"])
+        for topic in self.broker.topics:
+            for partition in topic.partitions:
+                labels = [topic.name, str(partition.index)]
+                size.add_metric(labels, sum(segment.size for segment in partition.log.segments))
+                end.add_metric(labels, partition.log.log_end_offset)
+                watermark.add_metric(labels, partition.high_watermark)
+        yield from (size, end, watermark)
+        yield GaugeMetricFamily("trafka_connections", "Open client connections.", value=self.connections())
+        groups = GaugeMetricFamily("trafka_groups", "Consumer groups, by type and state.", labels=["type", "state"])
+        members = GaugeMetricFamily("trafka_group_members", "Members of a consumer group.", labels=["group"])
+        coordinator = self.broker.loaded_groups
+        if coordinator is not None and coordinator.active:
+            counts: dict[tuple[str, str], int] = {}
+            for group in list(coordinator.groups.values()):
+                key = (group.type.value, str(group.state))
+                counts[key] = counts.get(key, 0) + 1
+                members.add_metric([group.group_id], len(group.members))
+            for (kind, state), count in sorted(counts.items()):
+                groups.add_metric([kind, state], count)
+        yield from (groups, members)

@@ -1,0 +1,67 @@
+"""Prometheus metrics (``--metrics-port``) of a broker that real clients use: requests and their time per
+API, record bytes in and out per topic, each partition's log, connections, and consumer groups."""
+
+from __future__ import annotations
+
+import re
+import socket
+import urllib.request
+
+from confluent_kafka import Consumer
+
+from compat_tests.clients import ConfluentClient, numbered_messages
+from compat_tests.harness import wait_until
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _value(text: str, name: str, **labels: str) -> float | None:
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    match = re.search(rf"^{re.escape(name)}{{{re.escape(wanted)}}} (\S+)$" if labels else rf"^{re.escape(name)} (\S+)$",
+                      text, re.MULTILINE)
+    return float(match[1]) if match else None
+
+
+def test_metrics_tell_what_clients_did(broker_factory, topic):
+    port = _free_port()
+    broker = broker_factory({"metrics.port": port})
+    name = topic(partitions=2, on=broker)
+    client = ConfluentClient(broker.bootstrap)
+    client.produce(name, numbered_messages(20))
+    client.consume(name, 20, partitions=[0, 1], offset=0)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    text = scrape()
+    assert _value(text, "trafka_requests_total", api="PRODUCE") >= 1
+    assert _value(text, "trafka_request_seconds_count", api="FETCH") >= 1
+    assert _value(text, "trafka_bytes_in_total", topic=name) > 0
+    assert _value(text, "trafka_bytes_out_total", topic=name) > 0
+    ends = [_value(text, "trafka_log_end_offset", topic=name, partition=str(p)) for p in (0, 1)]
+    assert sum(ends) == 20
+    assert _value(text, "trafka_log_size_bytes", topic=name, partition="0") > 0
+    assert _value(text, "trafka_connections") >= 0
+    # A consumer group, once one exists.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "metered", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([name])
+        wait_until(lambda: consumer.poll(0.2) is not None and consumer.assignment(), message="an assignment")
+        def grouped() -> str | None:
+            scraped = scrape()
+            return scraped if _value(scraped, "trafka_group_members", group="metered") == 1 else None
+
+        text = wait_until(grouped, message="the group's member in the metrics")
+        assert _value(text, "trafka_groups", state="Stable", type="classic") >= 1
+    finally:
+        consumer.close()
+
+
+def test_without_metrics_port_nothing_listens(broker_factory):
+    broker = broker_factory()
+    assert "Prometheus" not in broker.log_text()
