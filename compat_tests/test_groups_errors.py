@@ -11,7 +11,7 @@ import pytest
 
 from compat_tests.test_groups_consumers import Member, owned_once, wait_for
 from wire.errors import ErrorCode
-from wire.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
+from wire.messages import DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from wire.primitives import Writer
 from wire.protocol import RESPONSES, RequestHeader, decode_response_header, encode_request_header, response_header_version
 
@@ -103,6 +103,7 @@ def test_wrong_generation_and_heartbeats_after_expiry(broker, raw, topic):
     synced = raw.request(SyncGroupRequest(group_id=group, generation_id=joined.generation_id,
                                           member_id=joined.member_id, assignments=[]), 5)
     assert synced.error_code == 0
+    silent_since = time.monotonic()  # the last thing that keeps a session alive
     stale = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id + 5,
                                          member_id=joined.member_id), 4)
     assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
@@ -112,10 +113,14 @@ def test_wrong_generation_and_heartbeats_after_expiry(broker, raw, topic):
             OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 9)
     assert commit.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
 
-    def expired():
-        response = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
-                                                member_id=joined.member_id), 4)
-        return response.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    def members() -> int:  # DescribeGroups looks without heartbeating
+        return len(raw.request(DescribeGroupsRequest(groups=[group]), 5).groups[0].members)
 
-    time.sleep(6.5)  # session.timeout.ms=6000 with no heartbeat
-    assert expired()
+    time.sleep(max(0.0, silent_since + 4.0 - time.monotonic()))
+    assert members() == 1  # 4 s into the 6 s session.timeout.ms: still a member
+    while members() and time.monotonic() - silent_since < 12:
+        time.sleep(0.05)
+    assert 6.0 <= time.monotonic() - silent_since < 8.0  # gone when the session timeout ran out
+    response = raw.request(HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
+                                            member_id=joined.member_id), 4)
+    assert response.error_code == ErrorCode.UNKNOWN_MEMBER_ID

@@ -285,20 +285,26 @@ async def test_error_codes(broker, client):
     assert (await client.request(join_request("g" * 40_000), JOIN_VERSION)).error_code == ErrorCode.INVALID_GROUP_ID
 
 
-async def test_session_expiry_removes_the_member(broker_factory):
+async def test_session_expiry_removes_the_member_when_its_session_timeout_runs_out(broker_factory):
     running = await broker_factory(**{"group.min.session.timeout.ms": "50"})
     client = await running.client()
-    joined = await join(client, "expiry", session_timeout_ms=200)
+    joined = await join(client, "expiry", session_timeout_ms=1000)
     await sync(client, "expiry", joined, {joined.member_id: b""})
+    assert await heartbeat(client, "expiry", joined.member_id, joined.generation_id) == 0
+    silent_since = trio.current_time()
 
-    async def expired() -> bool:
-        return await heartbeat(client, "expiry", joined.member_id, joined.generation_id) == ErrorCode.UNKNOWN_MEMBER_ID
+    async def members() -> int:  # DescribeGroups looks without heartbeating
+        described = await client.request(DescribeGroupsRequest(groups=["expiry"]), 5)
+        return len(described.groups[0].members)
 
-    with trio.fail_after(10):
-        # Heartbeats keep it alive; silence expires it.
-        assert await heartbeat(client, "expiry", joined.member_id, joined.generation_id) == 0
-        await trio.sleep(0.5)
-        assert await expired()
+    await trio.sleep(0.5)
+    assert await members() == 1  # half the session timeout: still a member
+    with trio.fail_after(5):
+        while await members():
+            await trio.sleep(0.02)
+    # Gone once the 1 s session timeout ran out, not before, and soon after.
+    assert 1.0 <= trio.current_time() - silent_since < 2.0
+    assert await heartbeat(client, "expiry", joined.member_id, joined.generation_id) == ErrorCode.UNKNOWN_MEMBER_ID
     described = await client.request(DescribeGroupsRequest(groups=["expiry"]), 5)
     assert described.groups[0].group_state == "Empty"
 
