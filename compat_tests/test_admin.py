@@ -153,3 +153,19 @@ def test_confluent_kafka_sets_a_dynamic_broker_config(broker_factory, topic):
     [future] = admin.incremental_alter_configs([refused]).values()
     with pytest.raises(Exception, match="Cannot update these configs dynamically"):
         future.result(20)
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_no_auto_creation_when_auto_create_topics_enable_is_false(broker_factory, topic, client_for, client):
+    broker = broker_factory({"auto.create.topics.enable": "false"})
+    name = topic()
+    adapter = client_for(client, broker)
+
+    with pytest.raises(ClientError) as refused:
+        adapter.produce(name, numbered_messages(1), **{"message.timeout.ms": 3000} if client == "confluent-kafka"
+                        else {"max_block_ms": 3000})
+
+    # The clients wait for the topic to appear (as with Apache Kafka), and give up.
+    assert "timed out" in str(refused.value).lower(), refused.value
+    assert name not in adapter.list_topics()
+    assert not list(broker.data_dir.glob(f"{name}-*"))

@@ -16,7 +16,7 @@ import time
 import crc32c
 import pytest
 
-from compat_tests.clients import CLIENTS, numbered_messages
+from compat_tests.clients import CLIENTS, assert_round_trip, numbered_messages
 
 API_VERSIONS = 18
 METADATA = 3
@@ -102,7 +102,11 @@ def assert_serving(broker) -> None:
         error_code, apis = parse_api_versions_v0(body)
         assert (correlation_id, error_code) == (7, 0)
         assert PRODUCE in apis and METADATA in apis
-    assert CLIENTS["confluent-kafka"](broker.bootstrap).list_topics() is not None
+    client = CLIENTS["confluent-kafka"](broker.bootstrap)
+    name = f"serving-{time.monotonic_ns()}"
+    produced = numbered_messages(3)
+    deliveries = client.produce(name, produced)
+    assert_round_trip(produced, deliveries, client.consume(name, 3))
 
 
 def record_batch(values: list[bytes], *, base_timestamp: int = 1_700_000_000_000) -> bytearray:
