@@ -3,9 +3,15 @@ PYTHON ?= python3
 
 .PHONY: run check install install-test test fuzz
 
-# Install trafka and start one broker on 127.0.0.1:9092 with data in ./trafka-data.
-run: install
-	trafka
+# Install trafka (again only when pyproject.toml changed) and start one broker on 127.0.0.1:9092 with data
+# in ./trafka-data; ARGS are the broker's own options: make run ARGS="--port 9093 --ephemeral".
+ARGS ?=
+run: .installed
+	$(PYTHON) -m broker $(ARGS)
+
+.installed: pyproject.toml
+	$(MAKE) install
+	touch .installed
 
 # Install everything the tests need (Python, npm and Debian packages) and run the whole suite.
 check: install-test test
