@@ -1,15 +1,16 @@
 """Metadata (key 3), versions 0-13.
 
 Brokers, cluster id, controller and topics with their partitions. This node leads every partition and
-is its only replica and in-sync replica. Topics are named (v0-9) or identified by id (v10+); a request
-for all topics lists every topic, internal ones included, as Kafka does. Unknown topics are
+is its only replica and in-sync replica. Topics are named (v0-11) or may be identified by id alone
+(v12+; a nameless topic before that makes the request invalid: every topic comes back INVALID_REQUEST,
+as in Kafka); a request for all topics lists every topic, internal ones included, as Kafka does. Unknown topics are
 auto-created when ``auto.create.topics.enable`` is on and the request allows it (v4+ may forbid it);
 otherwise they come back with UNKNOWN_TOPIC_OR_PARTITION, and invalid names with
 INVALID_TOPIC_EXCEPTION. Auto-creation keeps to the budget of a CreateTopics request: when the unknown
 topics of one request would need more than ``controller.max.records.per.batch`` records together (one
 for each topic and each of its partitions), none of them is created (they come back
-UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why. Without an authorizer every operation is allowed:
-a topic's authorized operations, when asked for (v8+), are all those a topic supports.
+UNKNOWN_TOPIC_OR_PARTITION) and the broker logs why. Without an authorizer every operation is
+allowed: a topic's authorized operations, when asked for (v8+), are all those a topic supports.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 # Authorized operations are reported only when asked for; this sentinel means "not computed".
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
+#: The first version whose topics may be given by id alone.
+TOPIC_IDS_MIN_VERSION = 12
 #: How many named topics are looked up between two chances for other tasks to run.
 YIELD_EVERY = 1000
 
@@ -45,6 +48,11 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
     # Without an authorizer every operation on a topic is allowed; reported when asked for (v8+).
     operations = TOPIC_OPERATIONS if request.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     topics: list[TopicResponse] = []
+    if ctx.api_version < TOPIC_IDS_MIN_VERSION and any(wanted.name is None for wanted in request.topics or ()):
+        # Topics are named up to v11: the whole request is invalid, each topic answered as such.
+        return Response(brokers=[], cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=[
+            TopicResponse(error_code=ErrorCode.INVALID_REQUEST, name=wanted.name or "", topic_id=wanted.topic_id,
+                          partitions=[]) for wanted in request.topics])
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         # All topics (v0 asks with an empty list; later versions with null).
         topics = [_topic_response(topic, operations) for topic in broker.topics]

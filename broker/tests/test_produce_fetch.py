@@ -368,3 +368,16 @@ async def test_requests_over_a_mebibyte_are_answered_from_worker_threads(broker:
         assert (topics[-1].name, topics[-1].error_code) == ("large", ErrorCode.NONE)
     assert [p.error_code for p in results[3].responses[0].partition_responses] == [ErrorCode.NONE] * 2
     assert len(values((await fetch(clients[3], "large", 0)).records)) == 600
+
+
+async def test_a_nameless_metadata_topic_before_v12_makes_the_request_invalid(client: KafkaClient):
+    import uuid
+
+    topic_id = uuid.uuid4()
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)],
+                              allow_auto_topic_creation=True)
+
+    response = await client.request(request, 11)
+
+    assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [(ErrorCode.INVALID_REQUEST, "", topic_id)]
+    assert (await client.request(request, 12)).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
