@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Kafka-wire-compatible broker. Kafka clients connect to it as to Apache Kafka.",
         epilog="tools, for any Kafka-compatible broker (--bootstrap-server HOST:PORT, default 127.0.0.1:9092):\n"
                "  trafka topics list|describe|create|delete ...\n"
-               "  trafka groups list|describe GROUP ...\n"
+               "  trafka groups list|describe|reset-offsets GROUP ...\n"
                "  trafka configs describe|alter (--topic T | --broker ID) ...\n"
                "  trafka produce TOPIC < lines\n"
                "  trafka consume TOPIC [--from-beginning] [--max-messages N]\n"

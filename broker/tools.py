@@ -3,7 +3,7 @@
 Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
 
     trafka topics list | describe [TOPIC ...] | create TOPIC [--partitions N] [--config K=V ...] | delete TOPIC ...
-    trafka groups list | describe GROUP ...
+    trafka groups list | describe GROUP ... | reset-offsets GROUP --topic T --to-earliest|... [--execute]
     trafka configs describe --topic T | --broker ID;  trafka configs alter ... --set K=V --delete K
     trafka produce TOPIC            (one record per line of standard input; KEY<TAB>VALUE with --keys)
     trafka consume TOPIC [--from-beginning] [--max-messages N]
@@ -30,6 +30,7 @@ from wire.messages import (
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
 )
@@ -69,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser("list", help="group ids with their type and state")
     described = groups.add_parser("describe", help="committed offsets, log end offsets, lag and owners")
     described.add_argument("groups", nargs="+", metavar="GROUP")
+    reset = groups.add_parser("reset-offsets", help="move an inactive group's committed offsets (a dry run "
+                                                    "unless --execute)")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True, help="TOPIC, or TOPIC:P,P,... for some partitions")
+    where = reset.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to-earliest", action="store_true")
+    where.add_argument("--to-latest", action="store_true")
+    where.add_argument("--to-offset", type=int, metavar="N")
+    where.add_argument("--shift-by", type=int, metavar="N", help="from the committed offset, + or -")
+    reset.add_argument("--execute", action="store_true", help="commit the new offsets (default: only show them)")
 
     configs = commands.add_parser("configs", help="describe and alter topic and broker configs").add_subparsers(
         dest="action", required=True)
@@ -188,6 +199,52 @@ def _groups_describe(client: AdminClient, args: argparse.Namespace) -> int:
             member, client_id = owners.get((topic, partition), ("-", "-"))
             print(f"{group_id}\t{topic}\t{partition}\t{offset if offset >= 0 else '-'}\t{end}\t{lag}\t{member}\t"
                   f"{client_id}")
+    return 0
+
+
+def _groups_reset_offsets(client: AdminClient, args: argparse.Namespace) -> int:
+    topic, _, listed = args.topic.partition(":")
+    (found,) = client.metadata([topic]).topics
+    check(found.error_code, f"topic {topic}")
+    partitions = sorted(int(p) for p in listed.split(",")) if listed else sorted(
+        p.partition_index for p in found.partitions)
+    coordinator = client.coordinator(args.group)
+    (described,) = client.request(DescribeGroupsRequest(groups=[args.group]), 5, node_id=coordinator).groups
+    if described.members:
+        raise ClientError(f"the offsets of group {args.group} can only be reset while it is inactive "
+                          f"(it is {described.group_state}, with {len(described.members)} member(s))")
+    earliest = _list_offsets(client, {topic}, EARLIEST)
+    latest = _list_offsets(client, {topic}, LATEST)
+    fetched = client.request(OffsetFetchRequest(group_id=args.group, topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)], require_stable=False),
+        7, node_id=coordinator)
+    committed = {p.partition_index: p.committed_offset for t in fetched.topics for p in t.partitions}
+    new = {}
+    for partition in partitions:
+        low, high = earliest.get((topic, partition), 0), latest.get((topic, partition), 0)
+        if args.to_earliest:
+            wanted = low
+        elif args.to_latest:
+            wanted = high
+        elif args.to_offset is not None:
+            wanted = args.to_offset
+        else:
+            wanted = max(committed.get(partition, -1), low) + args.shift_by
+        new[partition] = min(max(wanted, low), high)  # within the log, as Kafka's tool keeps it
+    print("GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+    for partition, offset in new.items():
+        print(f"{args.group}\t{topic}\t{partition}\t{offset}")
+    if not args.execute:
+        print("(a dry run: --execute commits these offsets)", file=sys.stderr)
+        return 0
+    C = OffsetCommitRequest
+    response = client.request(C(group_id=args.group, generation_id_or_member_epoch=-1, member_id="",
+                                group_instance_id=None, topics=[C.OffsetCommitRequestTopic(name=topic, partitions=[
+                                    C.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                                                   committed_leader_epoch=-1, committed_metadata="")
+                                    for p, o in new.items()])]), 8, node_id=coordinator)
+    for result in response.topics[0].partitions:
+        check(result.error_code, f"committing {topic}-{result.partition_index} for group {args.group}")
     return 0
 
 
@@ -376,6 +433,7 @@ _ACTIONS = {
     ("topics", "delete"): _topics_delete,
     ("groups", "list"): _groups_list,
     ("groups", "describe"): _groups_describe,
+    ("groups", "reset-offsets"): _groups_reset_offsets,
     ("configs", "describe"): _configs_describe,
     ("configs", "alter"): _configs_alter,
     ("produce", None): _produce,

@@ -87,3 +87,32 @@ def test_an_unreachable_broker_is_exit_code_1():
     result = subprocess.run([sys.executable, "-m", "broker", "topics", "list", "--bootstrap-server", "127.0.0.1:1"],
                             capture_output=True, text=True, timeout=30, cwd=SOURCE_ROOT)
     assert (result.returncode, result.stderr) == (1, "trafka topics: cannot connect to 127.0.0.1:1: Connection refused\n")
+
+
+def test_reset_offsets_of_an_inactive_group(target):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    assert trafka(target, "topics", "create", name, "--partitions", "1").returncode == 0
+    wait_until(lambda: "Leader: " in trafka(target, "topics", "describe", name).stdout, message="a leader")
+    assert trafka(target, "produce", name, stdin="a\nb\nc\nd\n").returncode == 0
+    group = f"cli-reset-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([name])
+        message = wait_until(lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m,
+                             message="one record")
+        consumer.commit(message=message, asynchronous=False)
+        active = trafka(target, "groups", "reset-offsets", group, "--topic", name, "--to-earliest", "--execute")
+    finally:
+        consumer.close()
+
+    dry = trafka(target, "groups", "reset-offsets", group, "--topic", name, "--to-latest")
+    shifted = wait_until(lambda: (r := trafka(target, "groups", "reset-offsets", group, "--topic", name,
+                                               "--shift-by", "2", "--execute")).returncode == 0 and r,
+                         message="the group to be inactive")
+
+    assert active.returncode == 1 and "can only be reset while it is inactive" in active.stderr, active
+    assert dry.stdout.splitlines()[1].split("\t") == [group, name, "0", "4"], dry.stdout
+    assert shifted.stdout.splitlines()[1].split("\t") == [group, name, "0", "3"], shifted.stdout
+    described = trafka(target, "groups", "describe", group)
+    assert described.stdout.splitlines()[1].split("\t")[:6] == [group, name, "0", "3", "4", "1"], described.stdout
