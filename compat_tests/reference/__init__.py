@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,10 +18,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from compat_tests.process import ChildProcess
+
 HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib"
 START_TIMEOUT = 90.0
-STOP_TIMEOUT = 30.0
 HOST = "127.0.0.1"
 JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
                "-Djava.awt.headless=true")
@@ -56,7 +56,7 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class KafkaBroker:
+class KafkaBroker(ChildProcess):
     """One Apache Kafka process in KRaft combined mode, with a persistent data directory."""
 
     #: Every Kafka started by the tests, so that a failing test can print their logs.
@@ -99,23 +99,6 @@ class KafkaBroker:
             time.sleep(0.2)
         return self
 
-    def stop(self) -> None:
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
-
-    close = stop
-
     # ----------------------------------------------------------------------------------- inspection
 
     @property
@@ -125,19 +108,6 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
 
     def __repr__(self) -> str:
         return f"<KafkaBroker {self.name} {self.bootstrap} data_dir={self.data_dir}>"

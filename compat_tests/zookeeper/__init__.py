@@ -11,19 +11,19 @@ file next to the data directory, shown by failing tests as trafka's are.
 from __future__ import annotations
 
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from compat_tests.process import ChildProcess
+
 HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib"
 START_TIMEOUT = 30.0
 #: How long a restart waits for its port, should another socket hold it for a moment.
 PORT_TIMEOUT = 10.0
-STOP_TIMEOUT = 15.0
 HOST = "127.0.0.1"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
@@ -70,7 +70,7 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ChildProcess):
     """One standalone Apache ZooKeeper process on 127.0.0.1 with a persistent data directory."""
 
     #: Every ZooKeeper started by the tests, so that a failing test can print their logs.
@@ -122,30 +122,10 @@ class ZooKeeperServer:
             time.sleep(0.1)
         return self
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """Clean shutdown: SIGTERM, then wait for the process to exit (SIGKILL after `timeout` seconds)."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def kill(self) -> None:
-        """Crash: SIGKILL, no chance to take a snapshot or close sessions."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
-
     def restart(self, *, crash: bool = False) -> ZooKeeperServer:
         """Stop (or kill, with `crash`) and start again on the same data directory and port."""
         self.kill() if crash else self.stop()
         return self.start()
-
-    close = stop
 
     def _wait_for_port(self) -> None:
         deadline = time.monotonic() + PORT_TIMEOUT
@@ -166,28 +146,9 @@ class ZooKeeperServer:
         """``host:port``, as kazoo's ``hosts`` and Kafka's ``zookeeper.connect`` take it."""
         return f"{HOST}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError(f"{self.name} was never started")
-        return self._process.pid
-
     def four_letter_word(self, word: str) -> str:
         """ZooKeeper's answer to one of its four-letter words (``ruok``, ``srvr``, ``stat``, ``mntr``)."""
         return four_letter_word(HOST, self.port, word)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
