@@ -61,5 +61,6 @@ if ! (cd "$java_lib" && sha256sum --check --status --strict "$here/java/jars.sha
     mv "$work/lib" "$java_lib"
 fi
 bash "$here/reference/setup.sh"
+bash "$here/reference_zk/setup.sh"
 bash "$here/spark/setup.sh"
 bash "$here/zookeeper/setup.sh"

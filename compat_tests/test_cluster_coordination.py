@@ -114,3 +114,41 @@ def _expire(hosts: str, session_id: int, password: bytes) -> None:
     intruder.start(timeout=10)
     intruder.stop()
     intruder.close()
+
+
+async def test_the_layout_is_kafkas_own(zookeeper, tmp_path):
+    """A real Apache Kafka 3.9 broker in ZooKeeper mode and a trafka broker in the same chroot: trafka reads
+    Kafka's cluster id, registration and controller as its own, and Kafka's broker sees trafka's."""
+    from compat_tests.reference import ZooKeeperModeKafka
+    from wire.messages import MetadataRequest
+
+    chroot = "/trafka/with-kafka"
+    kafka = ZooKeeperModeKafka(tmp_path / "kafka", f"{zookeeper.connect_string}{chroot}", broker_id=1)
+    await trio.to_thread.run_sync(kafka.start)
+    try:
+        cluster = _cluster(zookeeper, 2, chroot)
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(cluster.run)
+                await cluster.wait_for(lambda c: set(c.brokers) == {1, 2})
+
+                assert cluster.brokers[1] == BrokerRegistration(1, "127.0.0.1", kafka.port)
+                assert cluster.controller_id == 1 and cluster.controller_epoch >= 1
+                cluster_id = json.loads(await trio.to_thread.run_sync(_read, zookeeper, chroot, "/cluster/id"))["id"]
+                assert cluster.cluster_id == cluster_id
+
+                def brokers_kafka_lists() -> set[int]:
+                    from compat_tests.wire_client import WireClient
+
+                    with WireClient(kafka.bootstrap) as client:
+                        response = client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9)
+                    assert response.cluster_id == cluster_id
+                    return {broker.node_id for broker in response.brokers}
+
+                deadline = trio.current_time() + 15
+                while await trio.to_thread.run_sync(brokers_kafka_lists) != {1, 2}:
+                    assert trio.current_time() < deadline, "Kafka never listed trafka's broker"
+                    await trio.sleep(0.2)
+                nursery.cancel_scope.cancel()
+    finally:
+        await trio.to_thread.run_sync(kafka.stop)

@@ -84,11 +84,13 @@ class KafkaBroker(ChildProcess):
         write_properties(self.properties_path, self.data_dir, self.port, _free_port(), self.overrides)
         if not (self.data_dir / "meta.properties").exists():
             format_storage(self.properties_path)
+        self._launch(java_command("kafka.Kafka", str(self.properties_path)))
+        return self
+
+    def _launch(self, command: list[str]) -> None:
+        """Run ``command`` and wait until the broker answers Metadata with itself as a broker."""
         with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                java_command("kafka.Kafka", str(self.properties_path)),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            )
+            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT
         while not self._serves_clients():
             if self._process.poll() is not None:
@@ -97,7 +99,6 @@ class KafkaBroker(ChildProcess):
                 self.kill()
                 raise RuntimeError(f"{self.name} did not serve clients within {START_TIMEOUT} s\n{self.log_tail()}")
             time.sleep(0.2)
-        return self
 
     # ----------------------------------------------------------------------------------- inspection
 
@@ -116,6 +117,45 @@ class KafkaBroker(ChildProcess):
 
     def _serves_clients(self) -> bool:
         return serves_clients(self.bootstrap)
+
+
+#: Apache Kafka 3.9, the last release with ZooKeeper mode (compat_tests/reference_zk/setup.sh).
+ZK_MODE_LIB = HERE.parent / "reference_zk" / "lib"
+ZK_MODE_PROPERTIES = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "zookeeper.session.timeout.ms": "6000",
+}
+
+
+class ZooKeeperModeKafka(KafkaBroker):
+    """One Apache Kafka 3.9 broker in ZooKeeper mode, registered in the ZooKeeper at ``zookeeper``
+    (``host:port/chroot``): the reference for cluster behaviour, in the layout trafka's clusters keep."""
+
+    def __init__(self, data_dir: Path, zookeeper: str, *, broker_id: int = 1,
+                 overrides: Mapping[str, object] | None = None, name: str = "kafka-zk"):
+        super().__init__(data_dir, overrides=overrides, name=name)
+        self.zookeeper = zookeeper
+        self.broker_id = broker_id
+
+    def start(self) -> ZooKeeperModeKafka:
+        """Start the broker (no storage format in ZooKeeper mode) and wait until it serves clients."""
+        if not any(ZK_MODE_LIB.glob("kafka_2.13-*.jar")):
+            raise ReferenceUnavailable(f"Apache Kafka 3.9's jars are not in {ZK_MODE_LIB}: run compat_tests/setup.sh")
+        if not _has_java():
+            raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
+        self.port = self.port or _free_port()
+        properties = {**ZK_MODE_PROPERTIES, "broker.id": self.broker_id, "zookeeper.connect": self.zookeeper,
+                      "listeners": f"PLAINTEXT://{HOST}:{self.port}", "log.dirs": str(self.data_dir),
+                      **self.overrides}
+        self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        command = ["java", *JVM_OPTIONS, "-cp", f"{ZK_MODE_LIB}/*", "kafka.Kafka", str(self.properties_path)]
+        self._launch(command)
+        return self
 
 
 def jars_present() -> bool:
