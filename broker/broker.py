@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.config import BrokerConfig
+from broker.faults import FaultRules
 from broker.producer_ids import ProducerIdManager
 from broker.topics import OFFSETS_TOPIC, TopicManager
 from storage.broker_configs import DynamicBrokerConfigs
@@ -56,6 +57,8 @@ class Broker:
         self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self._dynamic_config_changes = trio.Lock()
+        #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
+        self.faults = FaultRules()
         #: broker.metrics.Metrics when metrics.port is set, for the handlers to count in.
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.faults import Action
 from broker.handlers import REGISTRY, CloseConnection, RequestContext
 from broker.handlers.api_versions import api_versions_response
 from wire.chunks import Chunk, FileSlice
 from wire.errors import ErrorCode
+from wire.messages import RESPONSES
 from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.protocol import ApiKey
 
@@ -133,8 +135,19 @@ class ClientConnection:
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
         metrics = self.broker.metrics
         started = time.perf_counter() if metrics is not None else 0.0
+        fault = self.broker.faults.match(header.api_key, header.client_id, request) if self.broker.faults else None
+        if fault is not None and fault.action is not Action.OBSERVE:
+            if fault.action is Action.DROP:
+                log.info("closing connection %s from %s: fault rule %d drops %s", self.connection_id, self.peer,
+                         fault.id, ApiKey(header.api_key).name)
+                return False
+            if fault.action is Action.DELAY:
+                await trio.sleep(fault.delay_ms / 1000)
         try:
-            response = await handler.handle(ctx, request)
+            if fault is not None and fault.action is Action.ERROR:
+                response = _error_response(header, fault.error_code)
+            else:
+                response = await handler.handle(ctx, request)
         except CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
             return False
@@ -217,6 +230,17 @@ class ClientConnection:
                 raise trio.BrokenResourceError(f"log file ended {remaining} bytes early while sending")
             position += sent
             remaining -= sent
+
+
+def _error_response(header, error_code: int):
+    """The response of ``header``'s API with nothing but its top-level error code (a fault rule's answer)."""
+    response = RESPONSES[ApiKey(header.api_key)]()
+    field = next(f for f in response.FIELDS if f.name == "error_code")
+    if header.api_version not in field.versions:
+        raise CloseConnection(f"{ApiKey(header.api_key).name} v{header.api_version} has no error code to answer "
+                              "a fault rule with")
+    response.error_code = error_code
+    return response
 
 
 def _api_name(api_key: int) -> str:

@@ -40,7 +40,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
     targets = _resolve(ctx, request)
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
-    responses, available = _read(targets, request, max_bytes)
+    faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
+    responses, available = _read(targets, request, max_bytes, faulted)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
@@ -52,7 +53,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         finally:
             for partition in partitions:
                 partition.remove_waiter(waiter)
-        responses, _ = _read(targets, request, max_bytes)
+        responses, _ = _read(targets, request, max_bytes, faulted)
     if ctx.broker.metrics is not None:
         _count_bytes_out(ctx.broker.metrics, targets, responses)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
@@ -90,8 +91,22 @@ def _flatten(targets: list[Target]):
             yield wanted, wanted_partition, partition
 
 
-def _read(targets: list[Target], request: FetchRequest, max_bytes: int) -> tuple[list[TopicResponse], int]:
-    """One pass over the requested partitions; returns the responses and the record bytes found."""
+def _faulted(ctx: RequestContext, targets: list[Target]) -> dict[tuple[str, int], int]:
+    """The partitions fault rules answer with an error, and the codes (asked once per request)."""
+    faulted = {}
+    for _, wanted_partition, partition in _flatten(targets):
+        if partition is not None:
+            code = ctx.broker.faults.partition_error(ApiKey.FETCH, ctx.header.client_id, partition.topic,
+                                                     partition.index)
+            if code is not None:
+                faulted[(partition.topic, partition.index)] = code
+    return faulted
+
+
+def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
+          faulted: dict[tuple[str, int], int]) -> tuple[list[TopicResponse], int]:
+    """One pass over the requested partitions; returns the responses and the record bytes found.
+    Partitions in ``faulted`` get their fault rule's error code and no records."""
     remaining = max_bytes
     read_committed = request.isolation_level == READ_COMMITTED
     total = 0
@@ -102,6 +117,9 @@ def _read(targets: list[Target], request: FetchRequest, max_bytes: int) -> tuple
             index = wanted_partition.partition
             if partition is None:
                 partition_responses.append(_error(index, missing))
+                continue
+            if (partition.topic, index) in faulted:
+                partition_responses.append(_error(index, ErrorCode(faulted[(partition.topic, index)])))
                 continue
             response = PartitionData(
                 partition_index=index,

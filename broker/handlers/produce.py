@@ -60,6 +60,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                     )
                 )
                 continue
+            if ctx.broker.faults:
+                code = ctx.broker.faults.partition_error(ApiKey.PRODUCE, ctx.header.client_id, partition.topic,
+                                                         data.index)
+                if code is not None:  # a fault rule's answer: nothing is appended here
+                    partition_responses.append(_error(data.index, ErrorCode(code)))
+                    continue
             try:
                 records = _single_batch(data.records, ctx.api_version)
                 info = partition.append(records)

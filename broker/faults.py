@@ -1,0 +1,264 @@
+"""Fault rules: what a test asks the broker to do to some requests, which a real broker cannot be made to do.
+
+A rule selects requests by API (name or key), client id, group, topic and partition (each optional), and
+acts on the next ``count`` of them (every one without a count), until removed:
+
+* ``error``: answer with an error code instead of handling the request. A Produce or Fetch answers the
+  selected partitions with it (a faulted Produce appends nothing there) and the others normally; other
+  APIs answer with their top-level error code (an API without one cannot be faulted so).
+* ``delay``: hold the request ``delay_ms`` before handling it.
+* ``drop``: close the connection without answering.
+* ``observe``: only count.
+
+Every rule counts its ``hits``. Rules are kept in memory and served over the control endpoint
+(broker.control) to tests in any language.
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import trio
+
+from wire.errors import ErrorCode
+from wire.messages import RESPONSES
+from wire.protocol import ApiKey
+
+#: APIs whose error answers are made per partition (the others answer with a top-level error code).
+PARTITION_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+
+
+class Action(enum.Enum):
+    ERROR = "error"
+    DELAY = "delay"
+    DROP = "drop"
+    OBSERVE = "observe"
+
+
+class RuleError(ValueError):
+    """A rule that cannot be made (the message says why)."""
+
+
+@dataclass
+class FaultRule:
+    id: int
+    action: Action
+    apis: frozenset[int] | None = None
+    client_id: str | None = None
+    group: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    error_code: int = ErrorCode.NONE
+    delay_ms: int = 0
+    remaining: int | None = None  # None: every matching request, until removed
+    hits: int = 0
+    _hit: trio.Event = field(default_factory=trio.Event, repr=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id, "action": self.action.value,
+            "api": sorted(ApiKey(key).name for key in self.apis) if self.apis else None,
+            "client_id": self.client_id, "group": self.group, "topic": self.topic, "partition": self.partition,
+            "error": ErrorCode(self.error_code).name if self.action is Action.ERROR else None,
+            "delay_ms": self.delay_ms if self.action is Action.DELAY else None,
+            "remaining": self.remaining, "hits": self.hits,
+        }
+
+
+class FaultRules:
+    """The broker's rules, in the order they were added (the first that matches acts)."""
+
+    def __init__(self) -> None:
+        self._rules: dict[int, FaultRule] = {}
+        self._ids = itertools.count(1)
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def add(self, spec: Mapping[str, object]) -> FaultRule:
+        """A rule from its JSON form: ``{"action": "error", "api": "produce", "error": "NOT_LEADER_OR_FOLLOWER",
+        "topic": "orders", "partition": 0, "count": 2}``; raises RuleError."""
+        unknown = set(spec) - {"action", "api", "client_id", "group", "topic", "partition", "error", "delay_ms",
+                               "count"}
+        if unknown:
+            raise RuleError(f"unknown rule fields: {', '.join(sorted(unknown))}")
+        try:
+            action = Action(str(spec.get("action", "")).lower())
+        except ValueError:
+            raise RuleError(f"action {spec.get('action')!r}: one of error, delay, drop, observe") from None
+        rule = FaultRule(next(self._ids), action, apis=_apis(spec.get("api")),
+                         client_id=_optional_str(spec, "client_id"), group=_optional_str(spec, "group"),
+                         topic=_optional_str(spec, "topic"), partition=_optional_int(spec, "partition"),
+                         remaining=_optional_int(spec, "count"))
+        if rule.remaining is not None and rule.remaining < 1:
+            raise RuleError("count: at least 1 (leave it out for every matching request)")
+        if action is Action.ERROR:
+            rule.error_code = _error_code(spec.get("error"))
+            for api in rule.apis or ():
+                if api not in PARTITION_APIS and not _has_top_level_error(api):
+                    raise RuleError(f"{ApiKey(api).name} has no error code of its own to answer with: use delay, "
+                                    "drop or observe")
+            if rule.apis is None or not rule.apis <= PARTITION_APIS:
+                if rule.topic is not None or rule.partition is not None:
+                    raise RuleError("errors by topic or partition are answered for produce and fetch only")
+        elif action is Action.DELAY:
+            delay = _optional_int(spec, "delay_ms")
+            if delay is None or delay < 0:
+                raise RuleError("delay_ms: how long to hold each request, in ms")
+            rule.delay_ms = delay
+        self._rules[rule.id] = rule
+        return rule
+
+    def remove(self, rule_id: int) -> bool:
+        return self._rules.pop(rule_id, None) is not None
+
+    def clear(self) -> None:
+        self._rules.clear()
+
+    def __iter__(self):
+        return iter(list(self._rules.values()))
+
+    def get(self, rule_id: int) -> FaultRule | None:
+        return self._rules.get(rule_id)
+
+    def match(self, api: int, client_id: str | None, request: object) -> FaultRule | None:
+        """The rule that acts on this request, counted; None when none does. Errors of Produce and Fetch
+        are left to ``partition_error``, which the handlers ask per partition."""
+        for rule in self._rules.values():
+            if rule.action is Action.ERROR and api in PARTITION_APIS:
+                continue
+            if _selects(rule, api, client_id) and _mentions(rule, request):
+                self._hit(rule)
+                return rule
+        return None
+
+    def partition_error(self, api: int, client_id: str | None, topic: str, partition: int) -> int | None:
+        """The error code a rule answers this partition of a Produce or Fetch with, counted; None when none."""
+        for rule in self._rules.values():
+            if (rule.action is Action.ERROR and _selects(rule, api, client_id)
+                    and rule.topic in (None, topic) and rule.partition in (None, partition)):
+                self._hit(rule)
+                return rule.error_code
+        return None
+
+    async def wait_for_hits(self, rule_id: int, hits: int) -> FaultRule:
+        """Until rule ``rule_id`` has been hit ``hits`` times (KeyError when there is no such rule)."""
+        while True:
+            rule = self._rules.get(rule_id)
+            if rule is None:
+                raise KeyError(rule_id)
+            if rule.hits >= hits:
+                return rule
+            await rule._hit.wait()
+
+    def _hit(self, rule: FaultRule) -> None:
+        rule.hits += 1
+        rule._hit.set()
+        rule._hit = trio.Event()
+        if rule.remaining is not None:
+            rule.remaining -= 1
+            if rule.remaining == 0:
+                del self._rules[rule.id]
+
+
+def _selects(rule: FaultRule, api: int, client_id: str | None) -> bool:
+    return (rule.apis is None or api in rule.apis) and rule.client_id in (None, client_id)
+
+
+def _mentions(rule: FaultRule, request: object) -> bool:
+    """Whether the request names the rule's group, topic and partition (those it sets)."""
+    if rule.group is not None and rule.group not in _groups(request):
+        return False
+    if rule.topic is None and rule.partition is None:
+        return True
+    return any(rule.topic in (None, topic) and rule.partition in (None, partition)
+               for topic, partition in _partitions(request))
+
+
+def _groups(request: object) -> set[str]:
+    groups = set()
+    for name in ("group_id", "key"):
+        value = getattr(request, name, None)
+        if isinstance(value, str):
+            groups.add(value)
+    for name in ("groups", "group_ids", "coordinator_keys"):
+        values = getattr(request, name, None) or ()
+        groups.update(v if isinstance(v, str) else getattr(v, "group_id", "") for v in values)
+    return groups
+
+
+def _partitions(request: object) -> Iterable[tuple[str | None, int | None]]:
+    """(topic, partition) pairs a request names, partition None where it names a topic only."""
+    for list_name in ("topics", "topic_data", "resources"):
+        for topic in getattr(request, list_name, None) or ():
+            name = getattr(topic, "name", None) or getattr(topic, "topic", None) or getattr(topic, "resource_name", None)
+            parts = getattr(topic, "partitions", None) or getattr(topic, "partition_data", None) or ()
+            yielded = False
+            for part in parts:
+                index = part if isinstance(part, int) else next(
+                    (getattr(part, attr) for attr in ("partition_index", "partition", "index") if hasattr(part, attr)),
+                    None)
+                yielded = True
+                yield name, index
+            if not yielded:
+                yield name, None
+
+
+def _has_top_level_error(api: int) -> bool:
+    response = RESPONSES.get(ApiKey(api))
+    return response is not None and any(f.name == "error_code" for f in response.FIELDS)
+
+
+def _apis(value: object) -> frozenset[int] | None:
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    keys = set()
+    for item in items:
+        if isinstance(item, int) or (isinstance(item, str) and item.isdigit()):
+            key = int(item)
+            if key not in set(ApiKey):
+                raise RuleError(f"api key {key}: not one this broker serves")
+            keys.add(key)
+            continue
+        name = str(item).upper().replace("-", "_")
+        if name.replace("_", "") in _API_NAMES:
+            keys.add(_API_NAMES[name.replace("_", "")])
+        else:
+            raise RuleError(f"api {item!r}: an API name (produce, fetch, metadata ...) or key")
+    return frozenset(keys)
+
+
+_API_NAMES = {key.name.replace("_", ""): int(key) for key in ApiKey}
+
+
+def _error_code(value: object) -> int:
+    if isinstance(value, int):
+        code = value
+    elif isinstance(value, str) and value.lstrip("-").isdigit():
+        code = int(value)
+    elif isinstance(value, str) and value.upper() in ErrorCode.__members__:
+        return int(ErrorCode[value.upper()])
+    else:
+        raise RuleError(f"error {value!r}: a Kafka error name (NOT_LEADER_OR_FOLLOWER ...) or code")
+    try:
+        return int(ErrorCode(code))
+    except ValueError:
+        raise RuleError(f"error {code}: not a Kafka error code") from None
+
+
+def _optional_str(spec: Mapping[str, object], name: str) -> str | None:
+    value = spec.get(name)
+    return None if value is None else str(value)
+
+
+def _optional_int(spec: Mapping[str, object], name: str) -> int | None:
+    value = spec.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise RuleError(f"{name} {value!r}: a number") from None
