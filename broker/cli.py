@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  trafka configs describe|alter (--topic T | --broker ID) ...\n"
                "  trafka produce TOPIC < lines\n"
                "  trafka consume TOPIC [--from-beginning] [--max-messages N]\n"
+               "  trafka control --port CONTROL_PORT faults list|add RULE|remove ID|clear|wait ID\n"
                "each with --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--node-id", type=int, help="this broker's node.id (default 1)")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (metrics.port)")
+    parser.add_argument("--control-port", type=int,
+                        help="serve the fault-rule control endpoint for tests on 127.0.0.1:PORT (0 picks a free one)")
     parser.add_argument(
         "--override",
         action="append",
@@ -117,6 +120,10 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         if not 0 <= args.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port {args.metrics_port}: a port is 0-65535")
         config.metrics_port = args.metrics_port
+    if args.control_port is not None:
+        if not 0 <= args.control_port <= 65535:
+            raise ConfigError(f"--control-port {args.control_port}: a port is 0-65535")
+        config.control_port = args.control_port
     return config
 
 
@@ -134,8 +141,9 @@ async def run(config: BrokerConfig) -> None:
         nursery.start_soon(on_signal)
         await nursery.start(server.run)
         host, port = config.advertised_address
+        control = f" control=127.0.0.1:{config.control_port}" if config.control_port is not None else ""
         print(
-            f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}",
+            f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}{control}",
             flush=True,
         )
         await server.stopped.wait()
@@ -144,6 +152,10 @@ async def run(config: BrokerConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "control":
+        from broker.control_client import main as control
+
+        return control(argv[1:])
     if argv and argv[0] in TOOLS:
         from broker.tools import main as run_tool
 

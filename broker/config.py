@@ -193,6 +193,7 @@ class BrokerConfig:
     fetch_max_bytes: int = 57_671_680  # the most record bytes one consumer Fetch response carries
     log_retention_check_interval_ms: int = 300_000  # how often retention looks for segments to delete
     metrics_port: int | None = None  # Prometheus metrics on this port (0: a free one); None: none
+    control_port: int | None = None  # the fault-rule control endpoint on 127.0.0.1:port (0: a free one)
     group_initial_rebalance_delay_ms: int = 100
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000

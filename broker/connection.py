@@ -124,6 +124,14 @@ class ClientConnection:
             if not keep_going:
                 return
 
+    def _fault(self, header, request):
+        """The fault rule that acts on this request (broker.faults), if one does."""
+        def topic_name(topic_id):
+            topic = self.broker.topics.by_id(topic_id)
+            return topic.name if topic is not None else None
+
+        return self.broker.faults.match(header.api_key, header.client_id, request, topic_name)
+
     async def _handle_large(self, event: UndecodedRequest) -> bool:
         return await self._handle(await trio.to_thread.run_sync(event.decode), in_thread=True)
 
@@ -135,7 +143,7 @@ class ClientConnection:
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
         metrics = self.broker.metrics
         started = time.perf_counter() if metrics is not None else 0.0
-        fault = self.broker.faults.match(header.api_key, header.client_id, request) if self.broker.faults else None
+        fault = self._fault(header, request) if self.broker.faults else None
         if fault is not None and fault.action is not Action.OBSERVE:
             if fault.action is Action.DROP:
                 log.info("closing connection %s from %s: fault rule %d drops %s", self.connection_id, self.peer,

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import trio
@@ -72,6 +73,8 @@ class FaultRules:
 
     def __init__(self) -> None:
         self._rules: dict[int, FaultRule] = {}
+        #: Rules whose count is used up: they act no more, and stay to be asked about until removed.
+        self._spent: dict[int, FaultRule] = {}
         self._ids = itertools.count(1)
 
     def __bool__(self) -> bool:
@@ -112,24 +115,27 @@ class FaultRules:
         return rule
 
     def remove(self, rule_id: int) -> bool:
-        return self._rules.pop(rule_id, None) is not None
+        return (self._rules.pop(rule_id, None) or self._spent.pop(rule_id, None)) is not None
 
     def clear(self) -> None:
         self._rules.clear()
+        self._spent.clear()
 
     def __iter__(self):
-        return iter(list(self._rules.values()))
+        return iter(sorted([*self._rules.values(), *self._spent.values()], key=lambda rule: rule.id))
 
     def get(self, rule_id: int) -> FaultRule | None:
-        return self._rules.get(rule_id)
+        return self._rules.get(rule_id) or self._spent.get(rule_id)
 
-    def match(self, api: int, client_id: str | None, request: object) -> FaultRule | None:
+    def match(self, api: int, client_id: str | None, request: object,
+              topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None) -> FaultRule | None:
         """The rule that acts on this request, counted; None when none does. Errors of Produce and Fetch
-        are left to ``partition_error``, which the handlers ask per partition."""
+        are left to ``partition_error``, which the handlers ask per partition. ``topic_name`` names the
+        topics a request gives by id only."""
         for rule in self._rules.values():
             if rule.action is Action.ERROR and api in PARTITION_APIS:
                 continue
-            if _selects(rule, api, client_id) and _mentions(rule, request):
+            if _selects(rule, api, client_id) and _mentions(rule, request, topic_name):
                 self._hit(rule)
                 return rule
         return None
@@ -146,7 +152,7 @@ class FaultRules:
     async def wait_for_hits(self, rule_id: int, hits: int) -> FaultRule:
         """Until rule ``rule_id`` has been hit ``hits`` times (KeyError when there is no such rule)."""
         while True:
-            rule = self._rules.get(rule_id)
+            rule = self.get(rule_id)
             if rule is None:
                 raise KeyError(rule_id)
             if rule.hits >= hits:
@@ -160,21 +166,21 @@ class FaultRules:
         if rule.remaining is not None:
             rule.remaining -= 1
             if rule.remaining == 0:
-                del self._rules[rule.id]
+                self._spent[rule.id] = self._rules.pop(rule.id)
 
 
 def _selects(rule: FaultRule, api: int, client_id: str | None) -> bool:
     return (rule.apis is None or api in rule.apis) and rule.client_id in (None, client_id)
 
 
-def _mentions(rule: FaultRule, request: object) -> bool:
+def _mentions(rule: FaultRule, request: object, topic_name: Callable[[uuid.UUID], str | None]) -> bool:
     """Whether the request names the rule's group, topic and partition (those it sets)."""
     if rule.group is not None and rule.group not in _groups(request):
         return False
     if rule.topic is None and rule.partition is None:
         return True
     return any(rule.topic in (None, topic) and rule.partition in (None, partition)
-               for topic, partition in _partitions(request))
+               for topic, partition in _partitions(request, topic_name))
 
 
 def _groups(request: object) -> set[str]:
@@ -189,11 +195,14 @@ def _groups(request: object) -> set[str]:
     return groups
 
 
-def _partitions(request: object) -> Iterable[tuple[str | None, int | None]]:
+def _partitions(request: object, topic_name: Callable[[uuid.UUID], str | None]
+                ) -> Iterable[tuple[str | None, int | None]]:
     """(topic, partition) pairs a request names, partition None where it names a topic only."""
     for list_name in ("topics", "topic_data", "resources"):
         for topic in getattr(request, list_name, None) or ():
             name = getattr(topic, "name", None) or getattr(topic, "topic", None) or getattr(topic, "resource_name", None)
+            if not name and isinstance(getattr(topic, "topic_id", None), uuid.UUID):
+                name = topic_name(topic.topic_id)
             parts = getattr(topic, "partitions", None) or getattr(topic, "partition_data", None) or ()
             yielded = False
             for part in parts:

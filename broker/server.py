@@ -55,6 +55,12 @@ class Server:
 
                 broker.metrics = Metrics(broker, lambda: len(self._connections))
                 broker.metrics.serve(config.host, config.metrics_port)
+            control = None
+            if config.control_port is not None:
+                from broker.control import ControlServer
+
+                control = ControlServer(broker.faults, config.control_port)
+                config.control_port = control.port
             try:
                 await broker.start()
                 partitions = sum(len(t.partitions) for t in broker.topics)
@@ -91,6 +97,8 @@ class Server:
                     await broker.stop()
                 if broker.metrics is not None:
                     broker.metrics.close()
+                if control is not None:
+                    control.close()
             log.info("stopped")
         finally:
             self.stopped.set()

@@ -8,6 +8,8 @@
         broker.restart()  # the same data; the same port when it is still free
         broker.kill()     # SIGKILL, as a crash: what was acknowledged stays on disk
         broker.start()
+        rule = broker.add_fault("error", api="produce", topic="orders", error="NOT_LEADER_OR_FOLLOWER", count=1)
+        broker.wait_for_hits(rule["id"])  # instead of a sleep
 
 The pytest plugin (``broker.pytest_plugin``) offers the same as fixtures. The broker runs as
 ``python -m broker`` with the interpreter running the caller, listening on 127.0.0.1; its log goes to
@@ -29,13 +31,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from broker.control_client import ControlClient, ControlError
 from wire.connection import DEFAULT_MAX_FRAME_SIZE
 from wire.errors import ErrorCode
 from wire.messages import CreateTopicsRequest, CreateTopicsResponse
 from wire.primitives import Writer
 from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
 
-READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) ")
+READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
@@ -62,6 +65,7 @@ class TrafkaBroker:
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
         self.log_path = self.data_dir.parent / "broker.log"
         self.port = 0
+        self.control_port = 0
         self._process: subprocess.Popen[str] | None = None
 
     # -- life-cycle --------------------------------------------------------------------------------
@@ -73,13 +77,14 @@ class TrafkaBroker:
             raise BrokerError("the broker is already running")
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "broker", "--host", HOST, "--port", str(port), "--data-dir", str(self.data_dir)]
+        command = [sys.executable, "-m", "broker", "--host", HOST, "--port", str(port), "--data-dir", str(self.data_dir),
+                   "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
         with open(self.log_path, "a") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                              text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.port = self._wait_until_ready(self._process)
+        self.port, self.control_port = self._wait_until_ready(self._process)
         return self
 
     def stop(self) -> None:
@@ -142,6 +147,29 @@ class TrafkaBroker:
             raise BrokerError(f"creating topic {name}: {ErrorCode(result.error_code).name}: {result.error_message}")
         return name
 
+    # -- fault rules (kept in the running broker's memory; a restart clears them) ----------------------
+
+    def add_fault(self, action: str, **rule: object) -> dict[str, object]:
+        """Add a fault rule and return it (with its ``id``): ``add_fault("error", api="produce",
+        topic="orders", partition=0, error="NOT_LEADER_OR_FOLLOWER", count=2)``; ``"delay"`` takes
+        ``delay_ms``; ``"drop"`` closes the connection; ``"observe"`` only counts. Raises BrokerError with
+        the broker's reason when the rule cannot be made."""
+        return self._control(lambda control: control.add({"action": action, **rule}))
+
+    def faults(self) -> list[dict[str, object]]:
+        """The rules, with how often each was hit."""
+        return self._control(lambda control: control.rules())
+
+    def remove_fault(self, rule_id: int) -> None:
+        self._control(lambda control: control.remove(rule_id))
+
+    def clear_faults(self) -> None:
+        self._control(lambda control: control.clear())
+
+    def wait_for_hits(self, rule_id: int, hits: int = 1, timeout: float = 30.0) -> dict[str, object]:
+        """Wait until rule ``rule_id`` was hit ``hits`` times and return it; BrokerError on timeout."""
+        return self._control(lambda control: control.wait_for_hits(rule_id, hits, timeout))
+
     def log_text(self) -> str:
         """What the broker logged so far."""
         try:
@@ -154,7 +182,7 @@ class TrafkaBroker:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _wait_until_ready(self, process: subprocess.Popen[str]) -> int:
+    def _wait_until_ready(self, process: subprocess.Popen[str]) -> tuple[int, int]:
         assert process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         with selectors.DefaultSelector() as selector:
@@ -166,12 +194,20 @@ class TrafkaBroker:
                     raise BrokerError(f"the broker printed no ready line in {START_TIMEOUT_S} s\n{self._log_tail()}")
                 if selector.select(remaining):
                     line = process.stdout.readline()
-                    match = READY_LINE.match(line)
+                    match = READY_LINE.match(line.rstrip("\n"))
                     if match:
-                        return int(match["port"])
+                        return int(match["port"]), int(match["control"])
                     if not line:  # the broker exited
                         process.wait()
                         raise BrokerError(f"the broker exited with {process.returncode}\n{self._log_tail()}")
+
+    def _control(self, call):
+        if not self.running:
+            raise BrokerError("the broker is not running")
+        try:
+            return call(ControlClient(self.control_port))
+        except ControlError as exc:
+            raise BrokerError(str(exc)) from None
 
     def _log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])

@@ -8,19 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from broker.testing import BrokerError, TrafkaBroker
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_example() -> str:
+def readme_example(marker: str) -> str:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("<!-- the example test:", 1)[1]
+    section = readme.split(f"<!-- {marker}:", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.DOTALL)[1]
 
 
-def test_the_readme_example_test_passes(tmp_path: Path):
-    (tmp_path / "test_example.py").write_text(readme_example())
+@pytest.mark.parametrize("marker", ["the example test", "the fault example"])
+def test_the_readme_example_tests_pass(tmp_path: Path, marker: str):
+    (tmp_path / "test_example.py").write_text(readme_example(marker))
 
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],

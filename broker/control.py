@@ -1,0 +1,170 @@
+"""The control endpoint: the broker's fault rules (broker.faults) as a small JSON API over HTTP, for test
+suites in any language. It listens on the loopback interface only (``--control-port``).
+
+    GET    /faults                          the rules, with their hits
+    POST   /faults                          add a rule (the body is its JSON form); 201 and the rule, or 400
+    GET    /faults/ID[?hits=N&timeout_ms=T] the rule; with ``hits``, once it was hit N times (408 on timeout)
+    DELETE /faults/ID                       remove the rule (404 when there is none)
+    DELETE /faults                          remove every rule
+
+Answers are JSON; errors are ``{"error": "..."}``. The server runs in a thread of its own and hands each
+request to the broker's Trio loop, where the rules live.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import trio
+
+from broker.faults import FaultRules, RuleError
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+#: The longest a hits wait may ask for.
+MAX_WAIT_MS = 300_000
+#: The largest rule body read.
+MAX_BODY_BYTES = 64 * 1024
+
+
+class ControlServer:
+    """Serves ``rules`` on ``127.0.0.1:port`` until closed."""
+
+    def __init__(self, rules: FaultRules, port: int) -> None:
+        token = trio.lowlevel.current_trio_token()
+        handler = type("Handler", (_Handler,), {"rules": rules, "token": token})
+        self._server = ThreadingHTTPServer((LOOPBACK, port), handler)
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="trafka-control", daemon=True)
+        self._thread.start()
+        log.info("serving fault rules on http://%s:%d/faults", LOOPBACK, self.port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _Reply(Exception):
+    def __init__(self, status: HTTPStatus, body: object) -> None:
+        self.status = status
+        self.body = body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    rules: FaultRules
+    token: trio.lowlevel.TrioToken
+    server_version = "trafka-control"
+
+    def do_GET(self) -> None:
+        self._answer(self._get)
+
+    def do_POST(self) -> None:
+        self._answer(self._post)
+
+    def do_DELETE(self) -> None:
+        self._answer(self._delete)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("control %s: " + format, self.client_address[0], *args)
+
+    # -- the API -----------------------------------------------------------------------------------
+
+    def _get(self, rule_id: int | None, query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        if rule_id is None:
+            return HTTPStatus.OK, {"rules": self._on_trio(lambda: [rule.to_json() for rule in self.rules])}
+        if "hits" not in query:
+            return HTTPStatus.OK, self._on_trio(lambda: self._rule(rule_id).to_json())
+        hits = _int(query, "hits", 1, None)
+        timeout_ms = _int(query, "timeout_ms", 0, MAX_WAIT_MS) if "timeout_ms" in query else 30_000
+
+        async def wait() -> dict[str, object]:
+            self._rule(rule_id)
+            with trio.move_on_after(timeout_ms / 1000):
+                try:
+                    return (await self.rules.wait_for_hits(rule_id, hits)).to_json()
+                except KeyError:
+                    raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"rule {rule_id} was removed"}) from None
+            rule = self._rule(rule_id)
+            raise _Reply(HTTPStatus.REQUEST_TIMEOUT,
+                         {"error": f"rule {rule_id} was hit {rule.hits} times of {hits} in {timeout_ms} ms",
+                          "rule": rule.to_json()})
+
+        return HTTPStatus.OK, trio.from_thread.run(wait, trio_token=self.token)
+
+    def _post(self, rule_id: int | None, query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        if rule_id is not None:
+            raise _Reply(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "POST /faults adds a rule"})
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 < length <= MAX_BODY_BYTES:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": "the body is the rule as a JSON object"})
+        try:
+            spec = json.loads(self.rfile.read(length))
+        except ValueError as exc:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"}) from None
+        if not isinstance(spec, dict):
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": "the body is the rule as a JSON object"})
+        try:
+            rule = self._on_trio(lambda: self.rules.add(spec).to_json())
+        except RuleError as exc:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": str(exc)}) from None
+        return HTTPStatus.CREATED, rule
+
+    def _delete(self, rule_id: int | None, query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        if rule_id is None:
+            self._on_trio(self.rules.clear)
+            return HTTPStatus.OK, {"rules": []}
+        if not self._on_trio(lambda: self.rules.remove(rule_id)):
+            raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {rule_id}"})
+        return HTTPStatus.OK, {"removed": rule_id}
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _rule(self, rule_id: int):
+        rule = self.rules.get(rule_id)
+        if rule is None:
+            raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {rule_id}"})
+        return rule
+
+    def _on_trio(self, fn):
+        return trio.from_thread.run_sync(fn, trio_token=self.token)
+
+    def _answer(self, method) -> None:
+        try:
+            url = urlsplit(self.path)
+            parts = [part for part in url.path.split("/") if part]
+            if not parts or parts[0] != "faults" or len(parts) > 2:
+                raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no {url.path}: the endpoint serves /faults"})
+            rule_id = None
+            if len(parts) == 2:
+                if not parts[1].isdigit():
+                    raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {parts[1]!r}"})
+                rule_id = int(parts[1])
+            query = {key: values[-1] for key, values in parse_qs(url.query).items()}
+            status, body = method(rule_id, query)
+        except _Reply as reply:
+            status, body = reply.status, reply.body
+        except trio.RunFinishedError:
+            status, body = HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the broker is shutting down"}
+        data = json.dumps(body).encode() + b"\n"
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _int(query: dict[str, str], name: str, low: int, high: int | None) -> int:
+    try:
+        value = int(query[name])
+    except ValueError:
+        raise _Reply(HTTPStatus.BAD_REQUEST, {"error": f"{name}: a whole number"}) from None
+    if value < low or (high is not None and value > high):
+        bound = f"{low}-{high}" if high is not None else f"at least {low}"
+        raise _Reply(HTTPStatus.BAD_REQUEST, {"error": f"{name} {value}: {bound}"})
+    return value

@@ -1,0 +1,96 @@
+"""A client of the control endpoint (broker.control): fault rules from scripts, tests and ``trafka control``.
+
+    trafka control --port 9093 faults add '{"action": "error", "api": "produce", "error": "NOT_LEADER_OR_FOLLOWER"}'
+    trafka control --port 9093 faults wait 1 --hits 3
+    trafka control --port 9093 faults list | remove 1 | clear
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+
+
+class ControlError(Exception):
+    """The endpoint refused (its reason), or could not be reached."""
+
+
+class ControlClient:
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.base = f"http://{host}:{port}"
+
+    def add(self, rule: dict[str, object]) -> dict[str, object]:
+        return self._call("POST", "/faults", rule)
+
+    def rules(self) -> list[dict[str, object]]:
+        return self._call("GET", "/faults")["rules"]
+
+    def remove(self, rule_id: int) -> None:
+        self._call("DELETE", f"/faults/{rule_id}")
+
+    def clear(self) -> None:
+        self._call("DELETE", "/faults")
+
+    def wait_for_hits(self, rule_id: int, hits: int = 1, timeout: float = 30.0) -> dict[str, object]:
+        """The rule once it was hit ``hits`` times; ControlError when that takes longer than ``timeout`` s."""
+        return self._call("GET", f"/faults/{rule_id}?hits={hits}&timeout_ms={int(timeout * 1000)}",
+                          timeout=timeout + 10)
+
+    def _call(self, method: str, path: str, body: object = None, timeout: float = 30.0):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            try:
+                reason = json.load(exc).get("error", str(exc))
+            except ValueError:
+                reason = str(exc)
+            raise ControlError(reason) from None
+        except OSError as exc:
+            raise ControlError(f"cannot reach the control endpoint at {self.base}: {exc}") from None
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="trafka control", description="fault rules of a broker started with "
+                                     "--control-port")
+    parser.add_argument("--port", type=int, required=True, help="the broker's --control-port")
+    faults = parser.add_subparsers(dest="what", required=True).add_parser("faults").add_subparsers(
+        dest="action", required=True)
+    faults.add_parser("list", help="the rules, with their hits (JSON, one a line)")
+    add = faults.add_parser("add", help="add a rule given as JSON; prints it with its id")
+    add.add_argument("rule")
+    remove = faults.add_parser("remove", help="remove a rule")
+    remove.add_argument("id", type=int)
+    faults.add_parser("clear", help="remove every rule")
+    wait = faults.add_parser("wait", help="wait until a rule was hit N times")
+    wait.add_argument("id", type=int)
+    wait.add_argument("--hits", type=int, default=1)
+    wait.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+    args = parser.parse_args(argv)
+    client = ControlClient(args.port)
+    try:
+        if args.action == "list":
+            for rule in client.rules():
+                print(json.dumps(rule))
+        elif args.action == "add":
+            try:
+                rule = json.loads(args.rule)
+            except ValueError as exc:
+                raise ControlError(f"the rule is not JSON: {exc}") from None
+            print(json.dumps(client.add(rule)))
+        elif args.action == "remove":
+            client.remove(args.id)
+        elif args.action == "clear":
+            client.clear()
+        else:
+            print(json.dumps(client.wait_for_hits(args.id, args.hits, args.timeout)))
+    except ControlError as exc:
+        print(f"trafka control: {exc}", file=sys.stderr)
+        return 1
+    return 0
