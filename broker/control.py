@@ -1,11 +1,16 @@
-"""The control endpoint: the broker's fault rules (broker.faults) as a small JSON API over HTTP, for test
-suites in any language. It listens on the loopback interface only (``--control-port``).
+"""The control endpoint: the broker's fault rules (broker.faults) and waits that spare tests their sleeps, as
+a small JSON API over HTTP for test suites in any language. It listens on the loopback interface only
+(``--control-port``).
 
     GET    /faults                          the rules, with their hits
     POST   /faults                          add a rule (the body is its JSON form); 201 and the rule, or 400
-    GET    /faults/ID[?hits=N&timeout_ms=T] the rule; with ``hits``, once it was hit N times (408 on timeout)
+    GET    /faults/ID[?hits=N]              the rule; with ``hits``, once it was hit N times
     DELETE /faults/ID                       remove the rule (404 when there is none)
     DELETE /faults                          remove every rule
+    GET    /groups/ID[?state=S&members=M]   a group's state and member count; with either, once they hold
+    GET    /partitions/TOPIC/P[?end_offset=X] a partition's offsets; with ``end_offset``, once it reached X
+
+A wait takes ``timeout_ms`` (default 30,000) and answers 408 with what it last saw when that passes.
 
 Answers are JSON; errors are ``{"error": "..."}``. The server runs in a thread of its own and hands each
 request to the broker's Trio loop, where the rules live.
@@ -17,11 +22,16 @@ import logging
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
-from broker.faults import FaultRules, RuleError
+from broker.faults import RuleError
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.faults import FaultRules
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +40,22 @@ LOOPBACK = "127.0.0.1"
 MAX_WAIT_MS = 300_000
 #: The largest rule body read.
 MAX_BODY_BYTES = 64 * 1024
+#: How often a wait for a group or a partition looks again (inside the broker).
+POLL_S = 0.01
 
 
 class ControlServer:
-    """Serves ``rules`` on ``127.0.0.1:port`` until closed."""
+    """Serves ``broker``'s rules and waits on ``127.0.0.1:port`` until closed."""
 
-    def __init__(self, rules: FaultRules, port: int) -> None:
+    def __init__(self, broker: Broker, port: int) -> None:
         token = trio.lowlevel.current_trio_token()
-        handler = type("Handler", (_Handler,), {"rules": rules, "token": token})
+        handler = type("Handler", (_Handler,), {"broker": broker, "rules": broker.faults, "token": token})
         self._server = ThreadingHTTPServer((LOOPBACK, port), handler)
         self._server.daemon_threads = True
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="trafka-control", daemon=True)
         self._thread.start()
-        log.info("serving fault rules on http://%s:%d/faults", LOOPBACK, self.port)
+        log.info("serving the control endpoint on http://%s:%d/faults", LOOPBACK, self.port)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -57,6 +69,7 @@ class _Reply(Exception):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    broker: Broker
     rules: FaultRules
     token: trio.lowlevel.TrioToken
     server_version = "trafka-control"
@@ -81,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "hits" not in query:
             return HTTPStatus.OK, self._on_trio(lambda: self._rule(rule_id).to_json())
         hits = _int(query, "hits", 1, None)
-        timeout_ms = _int(query, "timeout_ms", 0, MAX_WAIT_MS) if "timeout_ms" in query else 30_000
+        timeout_ms = _timeout_ms(query)
 
         async def wait() -> dict[str, object]:
             self._rule(rule_id)
@@ -123,6 +136,60 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {rule_id}"})
         return HTTPStatus.OK, {"removed": rule_id}
 
+    def _group(self, group_id: str, query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        state = query.get("state")
+        members = _int(query, "members", 0, None) if "members" in query else None
+
+        def seen() -> dict[str, object] | None:
+            group = self.broker.groups.groups.get(group_id)
+            if group is None:
+                return None
+            return {"group": group_id, "state": str(group.state), "members": len(group.members)}
+
+        def holds(now: dict[str, object] | None) -> bool:
+            return now is not None and (state is None or str(now["state"]).lower() == state.lower()) and (
+                members is None or now["members"] == members)
+
+        if state is None and members is None:
+            now = self._on_trio(seen)
+            if now is None:
+                raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no group {group_id!r}"})
+            return HTTPStatus.OK, now
+        wanted = " and ".join(part for part in (state and f"state {state}",
+                                                 members is not None and f"{members} members") if part)
+        return self._wait(seen, holds, _timeout_ms(query), f"group {group_id!r} {wanted}")
+
+    def _partition(self, topic: str, index: str, query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        if not index.isdigit():
+            raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no partition {index!r}"})
+        end_offset = _int(query, "end_offset", 0, None) if "end_offset" in query else None
+
+        def seen() -> dict[str, object] | None:
+            partition = self.broker.topics.partition(topic, int(index))
+            if partition is None:
+                return None
+            return {"topic": topic, "partition": int(index), "log_end_offset": partition.log_end_offset,
+                    "high_watermark": partition.high_watermark}
+
+        if end_offset is None:
+            now = self._on_trio(seen)
+            if now is None:
+                raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no partition {topic}-{index}"})
+            return HTTPStatus.OK, now
+        return self._wait(seen, lambda now: now is not None and now["log_end_offset"] >= end_offset,
+                          _timeout_ms(query), f"{topic}-{index} end offset {end_offset}")
+
+    def _wait(self, seen, holds, timeout_ms: int, wanted: str) -> tuple[HTTPStatus, object]:
+        """Look at ``seen()`` on the broker's loop until ``holds`` it, or answer 408 after ``timeout_ms``."""
+        async def wait() -> dict[str, object]:
+            with trio.move_on_after(timeout_ms / 1000):
+                while not holds(now := seen()):
+                    await trio.sleep(POLL_S)
+                return now
+            raise _Reply(HTTPStatus.REQUEST_TIMEOUT, {"error": f"no {wanted} in {timeout_ms} ms", "seen": seen()})
+
+        return HTTPStatus.OK, trio.from_thread.run(wait, trio_token=self.token)
+
     # -- plumbing ----------------------------------------------------------------------------------
 
     def _rule(self, rule_id: int):
@@ -137,16 +204,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, method) -> None:
         try:
             url = urlsplit(self.path)
-            parts = [part for part in url.path.split("/") if part]
-            if not parts or parts[0] != "faults" or len(parts) > 2:
-                raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no {url.path}: the endpoint serves /faults"})
-            rule_id = None
-            if len(parts) == 2:
-                if not parts[1].isdigit():
-                    raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {parts[1]!r}"})
-                rule_id = int(parts[1])
+            parts = [unquote(part) for part in url.path.split("/") if part]
             query = {key: values[-1] for key, values in parse_qs(url.query).items()}
-            status, body = method(rule_id, query)
+            if method == self._get and len(parts) == 2 and parts[0] == "groups":
+                status, body = self._group(parts[1], query)
+            elif method == self._get and len(parts) == 3 and parts[0] == "partitions":
+                status, body = self._partition(parts[1], parts[2], query)
+            elif parts and parts[0] == "faults" and len(parts) <= 2:
+                rule_id = None
+                if len(parts) == 2:
+                    if not parts[1].isdigit():
+                        raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no rule {parts[1]!r}"})
+                    rule_id = int(parts[1])
+                status, body = method(rule_id, query)
+            else:
+                raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no {url.path}: the endpoint serves /faults, "
+                                                             "/groups/ID and /partitions/TOPIC/P"})
         except _Reply as reply:
             status, body = reply.status, reply.body
         except trio.RunFinishedError:
@@ -157,6 +230,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def _timeout_ms(query: dict[str, str]) -> int:
+    return _int(query, "timeout_ms", 0, MAX_WAIT_MS) if "timeout_ms" in query else 30_000
 
 
 def _int(query: dict[str, str], name: str, low: int, high: int | None) -> int:

@@ -12,6 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from urllib.parse import quote, urlencode
 
 
 class ControlError(Exception):
@@ -39,6 +40,18 @@ class ControlClient:
         return self._call("GET", f"/faults/{rule_id}?hits={hits}&timeout_ms={int(timeout * 1000)}",
                           timeout=timeout + 10)
 
+    def group(self, group_id: str, *, state: str | None = None, members: int | None = None,
+              timeout: float = 30.0) -> dict[str, object]:
+        """A group's state and member count; with ``state`` or ``members``, once the group has them."""
+        query = {"state": state, "members": members}
+        return self._call("GET", f"/groups/{quote(group_id, safe='')}{_query(query, timeout)}", timeout=timeout + 10)
+
+    def partition(self, topic: str, partition: int, *, end_offset: int | None = None,
+                  timeout: float = 30.0) -> dict[str, object]:
+        """A partition's log end offset and high watermark; with ``end_offset``, once the end reached it."""
+        path = f"/partitions/{quote(topic, safe='')}/{partition}{_query({'end_offset': end_offset}, timeout)}"
+        return self._call("GET", path, timeout=timeout + 10)
+
     def _call(self, method: str, path: str, body: object = None, timeout: float = 30.0):
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method=method,
@@ -54,6 +67,13 @@ class ControlClient:
             raise ControlError(reason) from None
         except OSError as exc:
             raise ControlError(f"cannot reach the control endpoint at {self.base}: {exc}") from None
+
+
+def _query(params: dict[str, object], timeout: float) -> str:
+    given = {key: value for key, value in params.items() if value is not None}
+    if not given:
+        return ""
+    return "?" + urlencode({**given, "timeout_ms": int(timeout * 1000)})
 
 
 def main(argv: Sequence[str]) -> int:

@@ -59,7 +59,7 @@ class Server:
             if config.control_port is not None:
                 from broker.control import ControlServer
 
-                control = ControlServer(broker.faults, config.control_port)
+                control = ControlServer(broker, config.control_port)
                 config.control_port = control.port
             try:
                 await broker.start()

@@ -170,6 +170,17 @@ class TrafkaBroker:
         """Wait until rule ``rule_id`` was hit ``hits`` times and return it; BrokerError on timeout."""
         return self._control(lambda control: control.wait_for_hits(rule_id, hits, timeout))
 
+    def wait_for_group(self, group_id: str, *, state: str = "Stable", members: int | None = None,
+                       timeout: float = 30.0) -> dict[str, object]:
+        """Wait until the group is in ``state`` (with ``members`` members, when given); BrokerError on timeout."""
+        return self._control(lambda control: control.group(group_id, state=state, members=members, timeout=timeout))
+
+    def wait_for_end_offset(self, topic: str, partition: int, end_offset: int,
+                            timeout: float = 30.0) -> dict[str, object]:
+        """Wait until the partition's log end offset reaches ``end_offset``; BrokerError on timeout."""
+        return self._control(lambda control: control.partition(topic, partition, end_offset=end_offset,
+                                                               timeout=timeout))
+
     def log_text(self) -> str:
         """What the broker logged so far."""
         try:

@@ -98,6 +98,8 @@ def test_the_control_endpoint_answers_in_json(trafka: TrafkaBroker):
         408, {"error": f"rule {rule['id']} was hit 0 times of 1 in 100 ms", "rule": rule})
     assert call("GET", "/faults/999")[0] == 404
     assert call("GET", "/elsewhere")[0] == 404
+    assert call("GET", "/groups/nobody") == (404, {"error": "no group 'nobody'"})
+    assert call("GET", "/partitions/nothing/0") == (404, {"error": "no partition nothing-0"})
     assert call("DELETE", f"/faults/{rule['id']}") == (200, {"removed": rule["id"]})
     with pytest.raises(BrokerError, match="delay_ms"):
         trafka.add_fault("delay", api="metadata")
@@ -119,3 +121,37 @@ def test_trafka_control_on_the_command_line(trafka: TrafkaBroker):
     assert waited.returncode == 0 and json.loads(waited.stdout)["hits"] >= 1
     assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [rule["id"]]
     assert refused.returncode == 1 and "action 'sing'" in refused.stderr
+
+
+def test_waiting_for_a_group_and_an_end_offset_instead_of_sleeping(trafka: TrafkaBroker):
+    topic = trafka.create_topic("waited", partitions=2)
+    consumers = [Consumer({"bootstrap.servers": trafka.bootstrap_servers, "group.id": "waited-group",
+                           "auto.offset.reset": "earliest"}) for _ in range(2)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+            consumer.poll(0.1)
+        with pytest.raises(BrokerError, match="no group 'waited-group' state Dead in 200 ms"):
+            trafka.wait_for_group("waited-group", state="Dead", timeout=0.2)
+        for _ in range(100):  # the members join while they poll; the broker says when the group is whole
+            for consumer in consumers:
+                consumer.poll(0.1)
+            try:
+                group = trafka.wait_for_group("waited-group", members=2, timeout=0.2)
+                break
+            except BrokerError:
+                continue
+        else:
+            raise AssertionError("the group never became Stable with 2 members")
+        assert (group["state"], group["members"]) == ("Stable", 2)
+
+        producer = KafkaProducer(bootstrap_servers=trafka.bootstrap_servers)
+        for value in (b"a", b"b", b"c"):
+            producer.send(topic, value, partition=1)
+        producer.flush()
+        producer.close()
+        offsets = trafka.wait_for_end_offset(topic, 1, 3, timeout=10)
+        assert (offsets["log_end_offset"], offsets["high_watermark"]) == (3, 3)
+    finally:
+        for consumer in consumers:
+            consumer.close()
