@@ -3,6 +3,7 @@ by a pytest of its own, in a fresh directory; and ``TrafkaBroker`` as a context 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -49,3 +50,30 @@ def test_a_broker_as_a_context_manager(tmp_path: Path):
         data_dir = broker.data_dir
         assert (data_dir / "made-2").is_dir()
     assert not broker.running and not data_dir.exists()
+
+
+def test_each_xdist_worker_gets_a_broker_of_its_own(tmp_path: Path):
+    (tmp_path / "test_workers.py").write_text(
+        "import os\n"
+        "import pytest\n"
+        "\n"
+        "@pytest.mark.parametrize('n', range(4))\n"
+        "def test_port(trafka, trafka_topic, n):\n"
+        "    trafka_topic()\n"
+        "    with open(os.environ['PORTS_FILE'], 'a') as f:\n"
+        "        f.write(f\"{os.environ['PYTEST_XDIST_WORKER']} {trafka.port}\\n\")\n"
+    )
+    ports_file = tmp_path / "ports"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "test_workers.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PORTS_FILE": str(ports_file)},
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    port_of = {}
+    for line in ports_file.read_text().splitlines():
+        worker, port = line.split()
+        assert port_of.setdefault(worker, port) == port  # one broker for all of a worker's tests
+    assert len(set(port_of.values())) == len(port_of) == 2, port_of
