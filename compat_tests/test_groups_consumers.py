@@ -236,6 +236,31 @@ def test_rebalance_when_a_member_joins_and_when_it_leaves(client, broker, topic,
             second.stop()
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_partitions_handed_over_resume_at_the_committed_offsets(client, broker, topic, group):
+    """A member that joins takes over partitions where the group committed, not from the beginning: the
+    records read before the rebalance are not read again, and those produced after it are all read."""
+    name = topic(partitions=6)
+    produced = produce(broker.bootstrap, name, 5)
+    first = Member(client, broker.bootstrap, group, name).start()
+    second = None
+    try:
+        wait_for(lambda: len(first.consumed) >= len(produced), [first], "the first member to read everything")
+        second = Member(client, broker.bootstrap, group, name).start()
+        wait_for(lambda: owned_once([first, second]), [first, second], "the partitions to be shared")
+        more = produce(broker.bootstrap, name, 5, tag="after-")
+        wait_for(lambda: len(first.consumed) + len(second.consumed) >= len(produced) + len(more),
+                 [first, second], "the records produced after the rebalance")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    check([first, second])
+    assert not any(value in produced for _, _, value in second.consumed), "handed-over partitions were re-read"
+    values = [value for m in (first, second) for _, _, value in m.consumed]
+    assert sorted(values) == sorted(produced | more), "messages were skipped or read twice"
+
+
 _KILLABLE_MEMBER = """
 import sys, threading, time
 sys.path.insert(0, {root!r})
