@@ -250,6 +250,7 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
         (["--port", "70000"], "--port 70000: a port is 0-65535"),
         (["--ephemeral"], "--ephemeral keeps the data in a temporary directory: it cannot be given with --data-dir"),
         (["--port", "-1"], "--port -1: a port is 0-65535"),
+        (["--control-port", "65536"], "--control-port 65536: a port is 0-65535"),
     ],
 )
 def test_trafka_refuses_to_start_with_one_line_for_what_it_cannot_serve(tmp_path: Path, arguments, message):
