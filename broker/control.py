@@ -113,7 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self, rule_id: int | None, query: dict[str, str]) -> tuple[HTTPStatus, object]:
         if rule_id is not None:
             raise _Reply(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "POST /faults adds a rule"})
-        length = int(self.headers.get("Content-Length") or 0)
+        length_header = self.headers.get("Content-Length") or "0"
+        length = int(length_header) if length_header.isdigit() else 0
         if not 0 < length <= MAX_BODY_BYTES:
             raise _Reply(HTTPStatus.BAD_REQUEST, {"error": "the body is the rule as a JSON object"})
         try:
