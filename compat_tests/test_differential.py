@@ -644,16 +644,25 @@ def test_dynamic_broker_configs(fresh_brokers):
                 resource_type=BROKER_RESOURCE, resource_name=name,
                 configs=[I.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in operations])]), 1)
             results.append([(r.error_code, r.error_message) for r in response.responses])
-        time.sleep(1)  # Kafka applies them through its metadata log
         # (log.retention.hours is left out: Kafka reports its built-in value where a dynamic
         # log.retention.ms is set, whatever server.properties says.)
         keys = ["log.retention.ms", "message.max.bytes", "num.partitions", "log.roll.hours"]
-        described = client.request(DescribeConfigsRequest(resources=[
-            R(resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=keys),
-            R(resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=keys),
-            R(resource_type=TOPIC_RESOURCE, resource_name="inherits", configuration_keys=["retention.ms",
-                                                                                          "max.message.bytes"]),
-        ], include_synonyms=True, include_documentation=False), 4)
+
+        def describe():
+            return client.request(DescribeConfigsRequest(resources=[
+                R(resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=keys),
+                R(resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=keys),
+                R(resource_type=TOPIC_RESOURCE, resource_name="inherits", configuration_keys=["retention.ms",
+                                                                                              "max.message.bytes"]),
+            ], include_synonyms=True, include_documentation=False), 4)
+
+        def applied(response) -> bool:  # Kafka applies the changes through its metadata log, a little later
+            values = {(r.resource_name, c.name): c.value for r in response.results for c in r.configs}
+            return values.get(("1", "log.roll.hours")) == "3" and values.get(("inherits", "retention.ms")) == "7000"
+
+        deadline = time.monotonic() + 15
+        while not applied(described := describe()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for result in described.results:
             results.append(sorted((c.name, c.value, c.config_source, c.read_only,
                                    [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs))
