@@ -211,12 +211,14 @@ async def test_members_joining_together_form_one_generation(broker):
 
 async def test_a_new_group_waits_for_members_arriving_one_after_another(broker_factory):
     """Each arrival restarts the quiet window, so members that trickle in still share generation 1."""
-    broker = await broker_factory(**{"group.initial.rebalance.delay.ms": "400"})
+    broker = await broker_factory(**{"group.initial.rebalance.delay.ms": "1000"})
     clients = [await broker.client() for _ in range(3)]
     results = {}
 
     async def member(i):
-        await trio.sleep(0.25 * i)  # the last one arrives after the first window would have closed
+        # 600 ms apart: each well inside the window the previous one opened (400 ms to spare on a busy
+        # machine), and the last one after the first window would have closed.
+        await trio.sleep(0.6 * i)
         results[i] = await join(clients[i], "trickle")
 
     async with trio.open_nursery() as nursery:
