@@ -28,12 +28,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.faults import Action
+from broker.faults import Action, top_level_error_response
 from broker.handlers import REGISTRY, CloseConnection, RequestContext
 from broker.handlers.api_versions import api_versions_response
 from wire.chunks import Chunk, FileSlice
 from wire.errors import ErrorCode
-from wire.messages import RESPONSES
 from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from wire.protocol import ApiKey
 
@@ -153,7 +152,10 @@ class ClientConnection:
                 await trio.sleep(fault.delay_ms / 1000)
         try:
             if fault is not None and fault.action is Action.ERROR:
-                response = _error_response(header, fault.error_code)
+                response = top_level_error_response(header.api_key, header.api_version, fault.error_code)
+                if response is None:
+                    raise CloseConnection(f"{ApiKey(header.api_key).name} v{header.api_version} has no error code "
+                                          "to answer a fault rule with")
             else:
                 response = await handler.handle(ctx, request)
         except CloseConnection as exc:
@@ -238,17 +240,6 @@ class ClientConnection:
                 raise trio.BrokenResourceError(f"log file ended {remaining} bytes early while sending")
             position += sent
             remaining -= sent
-
-
-def _error_response(header, error_code: int):
-    """The response of ``header``'s API with nothing but its top-level error code (a fault rule's answer)."""
-    response = RESPONSES[ApiKey(header.api_key)]()
-    field = next(f for f in response.FIELDS if f.name == "error_code")
-    if header.api_version not in field.versions:
-        raise CloseConnection(f"{ApiKey(header.api_key).name} v{header.api_version} has no error code to answer "
-                              "a fault rule with")
-    response.error_code = error_code
-    return response
 
 
 def _api_name(api_key: int) -> str:

@@ -215,6 +215,17 @@ def _partitions(request: object, topic_name: Callable[[uuid.UUID], str | None]
                 yield name, None
 
 
+def top_level_error_response(api: int, version: int, error_code: int):
+    """The response of ``api`` carrying nothing but ``error_code`` at its top level (an error rule's
+    answer); None when that version of the response has no such field."""
+    response = RESPONSES[ApiKey(api)]()
+    field_ = next(f for f in response.FIELDS if f.name == "error_code")
+    if version not in field_.versions:
+        return None
+    response.error_code = error_code
+    return response
+
+
 def _has_top_level_error(api: int) -> bool:
     response = RESPONSES.get(ApiKey(api))
     return response is not None and any(f.name == "error_code" for f in response.FIELDS)

@@ -118,7 +118,7 @@ def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
             if partition is None:
                 partition_responses.append(_error(index, missing))
                 continue
-            if (partition.topic, index) in faulted:
+            if faulted and (partition.topic, index) in faulted:
                 partition_responses.append(_error(index, ErrorCode(faulted[(partition.topic, index)])))
                 continue
             response = PartitionData(
