@@ -31,12 +31,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from broker.admin_client import AdminClient, ClientError
 from broker.control_client import ControlClient, ControlError
-from wire.connection import DEFAULT_MAX_FRAME_SIZE
 from wire.errors import ErrorCode
 from wire.messages import CreateTopicsRequest, CreateTopicsResponse
-from wire.primitives import Writer
-from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
 
 READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")
 HOST = "127.0.0.1"
@@ -224,29 +222,11 @@ class TrafkaBroker:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        version = CREATE_TOPICS_VERSION
-        writer = Writer()
-        encode_request_header(writer, RequestHeader(request.API_KEY, version, 1, "trafka-testing"))
-        request.encode_into(writer, version)
-        body = writer.to_bytes()
-        with socket.create_connection((HOST, self.port), timeout=60) as sock:
-            sock.sendall(len(body).to_bytes(4, "big") + body)
-            size = int.from_bytes(_read_exactly(sock, 4), "big")
-            if not 0 <= size <= DEFAULT_MAX_FRAME_SIZE:
-                raise BrokerError(f"a response frame of {size} bytes")
-            frame = _read_exactly(sock, size)
-        _, position = decode_response_header(memoryview(frame), response_header_version(request.API_KEY, version))
-        return CreateTopicsResponse.decode(memoryview(frame)[position:], version)
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise BrokerError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
+        try:
+            with AdminClient(self.bootstrap_servers, timeout=60) as client:
+                return client.request(request, CREATE_TOPICS_VERSION)
+        except ClientError as exc:
+            raise BrokerError(str(exc)) from None
 
 
 def _port_is_free(port: int) -> bool:
