@@ -1,18 +1,39 @@
-"""A partition as the broker sees it: its log, its leadership, and who is waiting for data.
+"""A partition as the broker sees it: its log, its leadership, its followers, and who waits on it.
 
-On a single broker this node leads every partition and is its only in-sync replica, so the high
-watermark follows the log end offset on every append. Long-polling fetches register a
-:class:`DataWaiter` on the partitions they read; an append wakes them with the byte count it added,
-so a fetch returns as soon as min_bytes have arrived and never polls.
+Every partition of every topic in the cluster has a :class:`Partition` on every broker, for metadata;
+a broker holds a log only for the partitions it is a replica of. One replica leads (``leader_id``,
+under ``leader_epoch``); the others follow it, fetching its batches (broker.replication). Produce and
+consumer fetches are served by the leader alone; a follower answers NOT_LEADER_OR_FOLLOWER.
+
+The leader keeps what each follower has fetched, as Kafka's Partition does: a follower's log end
+offset is the offset it fetches from next, and it is caught up while that reaches the leader's log
+end offset as it stood at the follower's previous fetch. The high watermark is the smallest log end
+offset in the in-sync replica set (ISR); consumers never read above it, and acks=all producers are
+answered once it passes their batch. A follower that has caught up to the high watermark is
+proposed for the ISR; one not caught up for ``replica.lag.time.max.ms`` is proposed for removal.
+Proposals are made by the replica manager (broker.replication.manager) through the cluster's
+coordination; the partition changes its ISR when the coordination says so.
+
+On a single broker the ISR is the leader alone, so the high watermark follows the log end offset on
+every append.
+
+Long-polling fetches register a :class:`DataWaiter`: a follower's fetch is woken by appends, a
+consumer's by the high watermark moving, each with the bytes that became readable to it, so a fetch
+returns as soon as ``min_bytes`` have arrived and never polls.
 """
 from __future__ import annotations
 
+import collections
+import time
 import uuid
+from collections.abc import Collection, Sequence
 
 import trio
 
 from storage.log import AppendInfo, FetchInfo, Log
 from wire.errors import ErrorCode, KafkaError
+
+NO_LEADER = -1
 
 
 class DataWaiter:
@@ -33,24 +54,65 @@ class DataWaiter:
             self.event.set()
 
 
+class FollowerProgress:
+    """What the leader knows of one follower: its log end offset and when it was last caught up."""
+
+    __slots__ = ("log_end_offset", "last_caught_up_ms", "last_fetch_ms", "leader_end_offset_at_last_fetch")
+
+    def __init__(self, now_ms: int, log_end_offset: int = -1) -> None:
+        self.log_end_offset = log_end_offset
+        # A follower counts as caught up when it is first seen, as in Kafka: it has
+        # replica.lag.time.max.ms to show it keeps up before it is proposed for removal.
+        self.last_caught_up_ms = now_ms
+        self.last_fetch_ms = now_ms
+        self.leader_end_offset_at_last_fetch = -1
+
+    def on_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.leader_end_offset_at_last_fetch >= 0:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.leader_end_offset_at_last_fetch = leader_end_offset
+        self.last_fetch_ms = now_ms
+
+
 class Partition:
-    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log, node_id: int) -> None:
+    def __init__(self, topic: str, topic_id: uuid.UUID, index: int, log: Log | None, node_id: int, *,
+                 replicas: Sequence[int] | None = None) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.index = index
         self.log = log
-        self.leader_id = node_id
+        self.local_id = node_id
+        self.leader_id = node_id if replicas is None else NO_LEADER
         self.leader_epoch = 0
-        self.replicas = [node_id]
-        self.isr = [node_id]
-        self._waiters: set[DataWaiter] = set()
-        # Becoming leader with an in-sync replica set of one: everything in the log is replicated
-        # as far as it will be, so the high watermark is the log end offset (a checkpointed high
-        # watermark from before an unclean stop may lag behind what recovery kept).
-        self.log.update_high_watermark(self.log.log_end_offset)
+        self.replicas: list[int] = [node_id] if replicas is None else list(replicas)
+        self.isr: list[int] = list(self.replicas) if replicas is None else []
+        #: The coordination's version of this partition's state (conditional ISR changes); -1: none.
+        self.state_version = -1
+        self._followers: dict[int, FollowerProgress] = {}
+        self._consumer_waiters: set[DataWaiter] = set()
+        self._replica_waiters: set[DataWaiter] = set()
+        # Appended but not yet below the high watermark: (end offset, bytes), for consumer waiters.
+        self._uncommitted: collections.deque[tuple[int, int]] = collections.deque()
+        # acks=all producers: woken when the high watermark moves or leadership changes (made when
+        # someone waits, so that appends nobody waits on make no event).
+        self._high_watermark_moved: trio.Event | None = None
+        if log is not None and self.is_leader:
+            # Leading with an ISR of one: everything in the log is replicated as far as it will be,
+            # so the high watermark is the log end offset (a checkpointed one from before an unclean
+            # stop may lag behind what recovery kept).
+            log.update_high_watermark(log.log_end_offset)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id and self.log is not None
 
     @property
     def high_watermark(self) -> int:
@@ -64,31 +126,165 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    def _leader_log(self) -> Log:
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"This server is not the leader for {self.topic}-{self.index} (the leader is {self.leader_id})",
+            )
+        return self.log
+
+    # -- the leader's side -------------------------------------------------------------------------
+
     def append(self, records: bytearray) -> AppendInfo:
-        """Append a produce request's batches (patched in place) and wake waiting fetches."""
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        """Append a produce request's batches (patched in place) as the leader; wake the fetches
+        waiting on them."""
+        log = self._leader_log()
+        info = log.append(records, leader_epoch=self.leader_epoch)
         if not info.duplicate:
-            self.log.update_high_watermark(self.log.log_end_offset)
-            if self._waiters:
-                added = len(records)
-                for waiter in self._waiters:
-                    waiter.notify(added)
+            added = len(records)
+            for waiter in self._replica_waiters:
+                waiter.notify(added)
+            if len(self.isr) <= 1:
+                self._advance_high_watermark(log.log_end_offset, added)
+            else:
+                self._uncommitted.append((log.log_end_offset, added))
         return info
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FetchInfo:
         """Batches from ``offset`` up to the high watermark (consumers never see uncommitted data)."""
-        return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark, min_one_batch=min_one_batch)
+        log = self._leader_log()
+        return log.read(offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch)
 
-    def leadership(self) -> dict[str, object]:
+    def read_for_follower(self, replica_id: int, offset: int, max_bytes: int, *, min_one_batch: bool,
+                          now_ms: int | None = None) -> FetchInfo:
+        """A follower's fetch: its progress is noted first (the fetch offset is its log end offset,
+        which may move the high watermark), then batches up to the log end offset are read."""
+        log = self._leader_log()
+        if replica_id not in self.replicas:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        progress = self._followers.get(replica_id)
+        if progress is None:
+            progress = self._followers[replica_id] = FollowerProgress(now)
+        progress.on_fetch(min(offset, log.log_end_offset), log.log_end_offset, now)
+        self.maybe_increment_high_watermark()
+        return log.read(offset, max_bytes, max_offset=log.log_end_offset, min_one_batch=min_one_batch)
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """For a follower that last fetched under ``last_fetched_epoch``: ``(epoch, end_offset)`` when
+        its log diverges from this one (that epoch ends here before its fetch offset, or is unknown
+        here), telling it where to truncate; None when it may go on."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = self._leader_log().end_offset_for_leader_epoch(last_fetched_epoch)
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark up to the smallest log end offset in the ISR, if that is higher."""
+        log = self.log
+        if log is None or not self.is_leader:
+            return False
+        new = log.log_end_offset
+        for replica in self.isr:
+            if replica != self.local_id:
+                progress = self._followers.get(replica)
+                if progress is None or progress.log_end_offset < 0:
+                    return False  # not heard from under this leadership yet
+                new = min(new, progress.log_end_offset)
+        if new <= log.high_watermark:
+            return False
+        self._advance_high_watermark(new)
+        return True
+
+    def _advance_high_watermark(self, offset: int, added: int = 0) -> None:
+        self.log.maybe_increment_high_watermark(offset)
+        high_watermark = self.log.high_watermark
+        uncommitted = self._uncommitted
+        while uncommitted and uncommitted[0][0] <= high_watermark:
+            added += uncommitted.popleft()[1]
+        if added:
+            for waiter in self._consumer_waiters:
+                waiter.notify(added)
+        self._wake_producers()
+
+    def _wake_producers(self) -> None:
+        moved, self._high_watermark_moved = self._high_watermark_moved, None
+        if moved is not None:
+            moved.set()
+
+    async def wait_for_high_watermark(self, offset: int) -> None:
+        """Until the high watermark reaches ``offset``, or this broker stops leading (the caller
+        checks which)."""
+        while self.is_leader and self.log.high_watermark < offset:
+            if self._high_watermark_moved is None:
+                self._high_watermark_moved = trio.Event()
+            await self._high_watermark_moved.wait()
+
+    def isr_candidates(self) -> list[int]:
+        """Followers outside the ISR that have caught up to the high watermark (and to the start of
+        this leader's epoch): the ISR this leader proposes, or [] when there is nothing to add."""
+        log = self.log
+        if not self.is_leader:
+            return []
+        epoch_start = _epoch_start(log, self.leader_epoch)
+        joining = [
+            replica for replica, progress in self._followers.items()
+            if replica not in self.isr and replica in self.replicas
+            and progress.log_end_offset >= max(log.high_watermark, epoch_start)
+        ]
+        return joining
+
+    def lagging_replicas(self, max_lag_ms: int, now_ms: int) -> list[int]:
+        """ISR members (other than the leader) not caught up within the last ``max_lag_ms``."""
+        if not self.is_leader:
+            return []
+        lagging = []
+        for replica in self.isr:
+            if replica == self.local_id:
+                continue
+            progress = self._followers.get(replica)
+            if progress is None:
+                progress = self._followers[replica] = FollowerProgress(now_ms)
+            if now_ms - progress.last_caught_up_ms > max_lag_ms:
+                lagging.append(replica)
+        return lagging
+
+    # -- leadership --------------------------------------------------------------------------------
+
+    def set_state(self, leader_id: int, leader_epoch: int, isr: Sequence[int], replicas: Sequence[int],
+                  version: int = -1, *, now_ms: int | None = None) -> None:
+        """Take the partition's state as the cluster decided it. A new leader epoch starts afresh:
+        followers must fetch again before they count for the high watermark."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        new_epoch = leader_epoch != self.leader_epoch or leader_id != self.leader_id
+        self.leader_id, self.leader_epoch = leader_id, leader_epoch
+        self.isr, self.replicas, self.state_version = list(isr), list(replicas), version
+        if new_epoch:
+            self._followers = {replica: FollowerProgress(now) for replica in self.replicas if replica != self.local_id}
+            self._uncommitted.clear()
+        else:
+            for replica in self.replicas:
+                if replica != self.local_id and replica not in self._followers:
+                    self._followers[replica] = FollowerProgress(now)
+        if self.is_leader:
+            self.maybe_increment_high_watermark()
+        self._wake_producers()  # acks=all waiters look again: the ISR or the leader changed
+
+    def leadership(self, live_brokers: Collection[int] | None = None) -> dict[str, object]:
         """Leader, leader epoch and replica sets, under the field names of the metadata responses
-        (Metadata, DescribeTopicPartitions)."""
+        (Metadata, DescribeTopicPartitions); replicas on brokers not alive are offline."""
+        offline = [] if live_brokers is None else [r for r in self.replicas if r not in live_brokers]
         return {
             "partition_index": self.index,
             "leader_id": self.leader_id,
             "leader_epoch": self.leader_epoch,
             "replica_nodes": list(self.replicas),
             "isr_nodes": list(self.isr),
-            "offline_replicas": [],
+            "offline_replicas": offline,
         }
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -100,8 +296,19 @@ class Partition:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{self}: epoch {current_leader_epoch} is fenced")
         raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"{self}: epoch {current_leader_epoch} is not known yet")
 
-    def add_waiter(self, waiter: DataWaiter) -> None:
-        self._waiters.add(waiter)
+    # -- waiters -----------------------------------------------------------------------------------
+
+    def add_waiter(self, waiter: DataWaiter, *, replica: bool = False) -> None:
+        (self._replica_waiters if replica else self._consumer_waiters).add(waiter)
 
     def remove_waiter(self, waiter: DataWaiter) -> None:
-        self._waiters.discard(waiter)
+        self._consumer_waiters.discard(waiter)
+        self._replica_waiters.discard(waiter)
+
+
+def _epoch_start(log: Log, epoch: int) -> int:
+    """The offset at which ``epoch`` began in ``log`` (its log end offset if it has no entry yet)."""
+    for entry in log.leader_epoch_cache.entries:
+        if entry.epoch == epoch:
+            return entry.start_offset
+    return log.log_end_offset

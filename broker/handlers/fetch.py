@@ -41,19 +41,20 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     targets = _resolve(ctx, request)
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
-    responses, available = _read(targets, request, max_bytes, faulted)
+    replica_id = replica_id_of(request, ctx.api_version)
+    responses, available = _read(targets, request, max_bytes, faulted, replica_id)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
         for partition in partitions:
-            partition.add_waiter(waiter)
+            partition.add_waiter(waiter, replica=replica_id >= 0)
         try:
             with trio.move_on_after(request.max_wait_ms / 1000):
                 await waiter.event.wait()
         finally:
             for partition in partitions:
                 partition.remove_waiter(waiter)
-        responses, _ = _read(targets, request, max_bytes, faulted)
+        responses, _ = _read(targets, request, max_bytes, faulted, replica_id)
     if ctx.broker.metrics is not None:
         _count_bytes_out(ctx.broker.metrics, targets, responses)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
@@ -103,10 +104,19 @@ def _faulted(ctx: RequestContext, targets: list[Target]) -> dict[tuple[str, int]
     return faulted
 
 
+def replica_id_of(request: FetchRequest, version: int) -> int:
+    """The fetching broker's id (a follower), or -1 for a consumer: in the request up to v14, in
+    its replica state from v15."""
+    if version >= 15:
+        return request.replica_state.replica_id if request.replica_state is not None else -1
+    return request.replica_id
+
+
 def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
-          faulted: dict[tuple[str, int], int]) -> tuple[list[TopicResponse], int]:
+          faulted: dict[tuple[str, int], int], replica_id: int = -1) -> tuple[list[TopicResponse], int]:
     """One pass over the requested partitions; returns the responses and the record bytes found.
-    Partitions in ``faulted`` get their fault rule's error code and no records."""
+    Partitions in ``faulted`` get their fault rule's error code and no records. A follower
+    (``replica_id`` >= 0) reads up to the log end offset and is told where its log diverges."""
     remaining = max_bytes
     read_committed = request.isolation_level == READ_COMMITTED
     total = 0
@@ -121,6 +131,24 @@ def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
             if faulted and (partition.topic, index) in faulted:
                 partition_responses.append(_error(index, ErrorCode(faulted[(partition.topic, index)])))
                 continue
+            try:
+                partition.check_leader_epoch(wanted_partition.current_leader_epoch)
+                limit = min(wanted_partition.partition_max_bytes, max(remaining, 0))
+                diverging = None
+                if replica_id < 0:
+                    info = partition.read(wanted_partition.fetch_offset, limit, min_one_batch=total == 0)
+                else:
+                    diverging = partition.diverging_epoch(wanted_partition.last_fetched_epoch,
+                                                          wanted_partition.fetch_offset)
+                    info = None if diverging is not None else partition.read_for_follower(
+                        replica_id, wanted_partition.fetch_offset, limit, min_one_batch=total == 0)
+            except KafkaError as exc:
+                response = _error(index, exc.code, partition)
+                if partition.is_leader:  # e.g. OFFSET_OUT_OF_RANGE: the offsets tell the client where to go
+                    response.high_watermark = response.last_stable_offset = partition.high_watermark
+                    response.log_start_offset = partition.log_start_offset
+                partition_responses.append(response)
+                continue
             response = PartitionData(
                 partition_index=index,
                 error_code=ErrorCode.NONE,
@@ -130,18 +158,9 @@ def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
                 aborted_transactions=[] if read_committed else None,
                 records=b"",
             )
-            try:
-                partition.check_leader_epoch(wanted_partition.current_leader_epoch)
-                info = partition.read(
-                    wanted_partition.fetch_offset,
-                    min(wanted_partition.partition_max_bytes, max(remaining, 0)),
-                    min_one_batch=total == 0,
-                )
-            except KafkaError as exc:
-                response.error_code = exc.code
-                partition_responses.append(response)
-                continue
-            if info.records is not None:
+            if diverging is not None:
+                response.diverging_epoch = FetchResponse.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+            elif info.records is not None:
                 response.records = info.records
                 total += info.records.size
                 remaining -= info.records.size
@@ -154,7 +173,12 @@ def _all_readable(responses: list[TopicResponse]) -> bool:
     return all(p.error_code == ErrorCode.NONE for t in responses for p in t.partitions)
 
 
-def _error(index: int, code: ErrorCode) -> PartitionData:
-    return PartitionData(
+def _error(index: int, code: ErrorCode, partition: Partition | None = None) -> PartitionData:
+    data = PartitionData(
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b""
     )
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and partition is not None:
+        # The leader as this broker knows it (v12+), so the client need not ask Metadata first.
+        data.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                             leader_epoch=partition.leader_epoch)
+    return data
