@@ -214,38 +214,8 @@ class TopicManager:
     ) -> Topic:
         """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message."""
         async with self._changes:
-            validate_topic_name(name)
-            if name in self._topics:
-                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            colliding = self._colliding_topic(name)
-            if colliding is not None:
-                raise KafkaError(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Topic '{name}' collides with existing topic: {colliding}",
-                )
-            if num_partitions == -1:
-                num_partitions = self.config.num_partitions
-            if num_partitions <= 0:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-                )
-            if replication_factor == -1:
-                replication_factor = self.config.default_replication_factor
-            if replication_factor <= 0:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                )
-            if replication_factor > 1:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only 1 broker(s) are registered "
-                    "or some brokers have all their log directories cordoned.",
-                )
-            topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
-            log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
-            self._check_descriptors(name, num_partitions)
+            num_partitions, _, topic_configs, log_config = self._check_new_topic(
+                name, num_partitions, replication_factor, configs)
             topic = Topic(name, new_topic_id(), topic_configs, log_config)
             if validate_only:
                 return topic
@@ -259,6 +229,54 @@ class TopicManager:
             self._add(topic)
             log.info("created topic %s with %s (id %s)", name, _partitions(num_partitions), topic.topic_id)
             return topic
+
+    def _check_new_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None] | None
+    ) -> tuple[int, int, dict[str, str], LogConfig]:
+        """CreateTopics' checks, in Kafka's order; returns the partition count and replication factor
+        (defaults applied), the config overrides and the topic's effective log config."""
+        validate_topic_name(name)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = self._colliding_topic(name)
+        if colliding is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {colliding}",
+            )
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if num_partitions <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            )
+        if replication_factor == -1:
+            replication_factor = self.config.default_replication_factor
+        if replication_factor <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        self._check_replication_factor(replication_factor)
+        topic_configs = {k: v for k, v in (configs or {}).items() if v is not None}
+        log_config = LogConfig.from_properties(topic_configs, self.default_log_config)
+        self._check_descriptors(name, num_partitions)
+        return num_partitions, replication_factor, topic_configs, log_config
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        live = self.live_brokers()
+        if replication_factor > len(live):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                f"factor of {replication_factor} cannot be reached because only {len(live)} broker(s) are "
+                "registered or some brokers have all their log directories cordoned.",
+            )
+
+    def live_brokers(self) -> dict[int, tuple[str, int, str | None]]:
+        """The live brokers: id -> (host, port, rack). On a single node, this one."""
+        host, port = self.config.advertised_address
+        return {self.config.node_id: (host, port, None)}
 
     async def auto_create(self, name: str) -> Topic:
         """Create ``name`` with the defaults when auto.create.topics.enable allows it (or return it,

@@ -6,9 +6,14 @@ them when used: this broker does the same (the connection is closed with a log l
 Each partition's records are one record batch (v3+ requires exactly one; as in Kafka, bytes after the
 last whole batch are not a batch and are left out). The batch stays bytes: the
 log validates its header and CRC-32C, checks the idempotent producer's sequence, patches the base
-offset and leader epoch in place and appends it; records are not decoded. With a single replica the
-high watermark moves on every append, so acks=1 and acks=all are answered at once; acks=all with
-min.insync.replicas above the in-sync replica count fails with NOT_ENOUGH_REPLICAS, as Kafka does.
+offset and leader epoch in place and appends it; records are not decoded. Only the partition's
+leader appends; another broker answers NOT_LEADER_OR_FOLLOWER with the leader it knows (v10+).
+acks=1 is answered once the leader has the batch. acks=all with fewer in-sync replicas than
+min.insync.replicas fails with NOT_ENOUGH_REPLICAS before the append; otherwise it is answered once
+every in-sync replica has the batch (the high watermark passed it), waiting on the partition within
+the request's timeout (REQUEST_TIMED_OUT after it; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
+shrank below the minimum meanwhile). With a single replica the high watermark moves on every append,
+so both are answered at once.
 acks=0 gets no response at all; if any partition failed, the connection is closed instead, as Kafka
 does, so the producer refreshes its metadata. Produce never creates topics: that is Metadata's job.
 """
@@ -17,7 +22,10 @@ from __future__ import annotations
 import logging
 import struct
 
+import trio
+
 from broker.handlers.registry import CloseConnection, RequestContext, handles
+from broker.partition import Partition
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ProduceRequest, ProduceResponse
 from wire.protocol import ApiKey
@@ -39,6 +47,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     topics = ctx.broker.topics
     acks = request.acks
     responses: list[TopicResponse] = []
+    # acks=all partitions whose batch is not below the high watermark yet.
+    replicating: list[tuple[Partition, int, PartitionResponse, int]] = []
     for topic_data in request.topic_data:
         topic, unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
         partition_responses = []
@@ -50,6 +60,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 partition_responses.append(_error(data.index, unknown))
                 continue
             partition = topic.partitions[data.index]
+            if not partition.is_leader:
+                partition_responses.append(_not_leader(data.index, partition))
+                continue
             if acks == -1 and len(partition.isr) < topic.log_config.min_insync_replicas:
                 partition_responses.append(
                     _error(
@@ -75,18 +88,21 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 log.debug("produce to %s-%d rejected: %s", partition.topic, data.index, exc)
                 partition_responses.append(_error(data.index, exc.code, exc.message or None))
                 continue
-            partition_responses.append(
-                PartitionResponse(
-                    index=data.index,
-                    error_code=ErrorCode.NONE,
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time,
-                    log_start_offset=info.log_start_offset,
-                )
+            response = PartitionResponse(
+                index=data.index,
+                error_code=ErrorCode.NONE,
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time,
+                log_start_offset=info.log_start_offset,
             )
+            partition_responses.append(response)
+            if acks == -1 and partition.high_watermark <= info.last_offset:
+                replicating.append((partition, info.last_offset + 1, response, topic.log_config.min_insync_replicas))
         responses.append(
             TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partition_responses)
         )
+    if replicating:
+        await _await_replication(replicating, request.timeout_ms)
     if acks == 0:
         failed = [
             f"{t.name or t.topic_id}-{p.index}: {ErrorCode(p.error_code).name}"
@@ -100,6 +116,41 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection(f"acks=0 produce failed for {', '.join(failed)}")
         return None
     return ProduceResponse(responses=responses)
+
+
+async def _await_replication(replicating: list[tuple[Partition, int, PartitionResponse, int]],
+                             timeout_ms: int) -> None:
+    """acks=all: wait, within the request's timeout, until every ISR member has each partition's
+    batch (the high watermark passed it), then answer as Kafka does: REQUEST_TIMED_OUT if it did not
+    happen in time, NOT_LEADER_OR_FOLLOWER if this broker stopped leading meanwhile, and
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas on the way."""
+    with trio.move_on_after(max(timeout_ms, 0) / 1000):
+        for partition, required, _, _ in replicating:
+            await partition.wait_for_high_watermark(required)
+    for partition, required, response, min_insync_replicas in replicating:
+        if not partition.is_leader:
+            _fail(response, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        elif partition.high_watermark < required:
+            _fail(response, ErrorCode.REQUEST_TIMED_OUT)
+        elif len(partition.isr) < min_insync_replicas:
+            _fail(response, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                  f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the min.isr "
+                  f"requirement of {min_insync_replicas}")
+
+
+def _fail(response: PartitionResponse, code: ErrorCode, message: str | None = None) -> None:
+    response.error_code = code
+    response.base_offset = -1
+    response.log_append_time_ms = -1
+    response.error_message = message
+
+
+def _not_leader(index: int, partition: Partition) -> PartitionResponse:
+    response = _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    # The leader as this broker knows it (v10+), so the producer need not ask Metadata first.
+    response.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                               leader_epoch=partition.leader_epoch)
+    return response
 
 
 def _single_batch(records: bytes | bytearray | memoryview | None, version: int) -> bytearray | memoryview:
