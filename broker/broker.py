@@ -23,6 +23,8 @@ from storage.manager import LogManager
 from storage.topics import TopicCatalog
 
 if TYPE_CHECKING:
+    from broker.cluster.zookeeper import ZooKeeperCluster
+    from broker.replication.manager import ReplicaManager
     from broker.groups.coordinator import GroupCoordinator
     from broker.metrics import Metrics
 
@@ -54,7 +56,13 @@ class Broker:
             cluster_id=config.cluster_id,
         )
         self.catalog = TopicCatalog(config.data_dir)
-        self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
+        #: The cluster this broker is one of (broker.cluster), or None: a single node.
+        self.cluster: ZooKeeperCluster | None = None
+        self.replicas: ReplicaManager | None = None
+        if config.zookeeper_connect is None:
+            self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
+        else:
+            self.topics = self._join_cluster(config)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self._dynamic_config_changes = trio.Lock()
         #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
@@ -64,6 +72,25 @@ class Broker:
         self._groups: GroupCoordinator | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
+
+    def _join_cluster(self, config: BrokerConfig) -> TopicManager:
+        """The parts of a broker in a cluster coordinated through ZooKeeper (imported only then)."""
+        from broker.cluster import BrokerRegistration
+        from broker.cluster.topics import ClusterTopicManager
+        from broker.cluster.zookeeper import ZooKeeperCluster
+        from broker.replication.manager import ReplicaManager
+
+        host, port = config.advertised_address
+        self.cluster = ZooKeeperCluster(
+            config.zookeeper_connect,
+            BrokerRegistration(config.node_id, host, port, config.broker_rack),
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            unclean_leader_election_enable=self.default_log_config.unclean_leader_election_enable,
+        )
+        self.replicas = ReplicaManager(config, self.cluster)
+        return ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
+                                   self.replicas)
 
     async def change_dynamic_configs(
         self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
@@ -123,9 +150,29 @@ class Broker:
         return coordinator
 
     async def start(self) -> None:
+        """Recover the logs (a broker of a cluster does it in :meth:`run_background`, once it has
+        joined the cluster and knows its id)."""
+        if self.cluster is None:
+            self._load()
+
+    def _load(self) -> None:
         started = time.monotonic()
         self.topics.load()
         log.info("recovered logs in %.3f s", time.monotonic() - started)
+
+    async def _run_cluster(self, nursery: trio.Nursery) -> None:
+        """Join the cluster, recover the logs of this cluster's data directory, then lead and follow
+        as the cluster's state says; returns once that state has been applied."""
+        from broker.cluster.zookeeper import CoordinationError
+
+        await nursery.start(self.cluster.run)
+        self.log_manager.require_cluster_id(self.cluster.cluster_id)
+        try:
+            self._load()
+        except RuntimeError as exc:  # a data directory of another cluster, or of another broker id
+            raise CoordinationError(str(exc)) from None
+        await nursery.start(self.replicas.run)
+        await nursery.start(self.topics.run)
 
     async def run_background(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work, as Kafka's scheduler does it: flushes (of rolled segments, and those due by
@@ -135,6 +182,8 @@ class Broker:
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
                 self._background_tasks = nursery
+                if self.cluster is not None:
+                    await self._run_cluster(nursery)
                 if self.topics.get(OFFSETS_TOPIC) is not None:
                     self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
                 task_status.started()

@@ -205,6 +205,19 @@ class BrokerConfig:
     # controller.max.records.per.batch: the records of one request go into one metadata batch).
     controller_max_records_per_batch: int = 10_000
     shutdown_timeout_s: float = 10.0
+    # The cluster (broker.cluster): ZooKeeper's address, with a chroot path if any; None: a single node.
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int | None = None  # None: the session timeout, as in Kafka
+    broker_rack: str | None = None
+    offsets_topic_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
+    # Replication (broker.replication), under Kafka's names and defaults.
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1_000
     # Every property as given, for DescribeConfigs and for the topic-level defaults
     # (storage.config.LogConfig.from_broker_properties reads the log.* names).
     properties: dict[str, str] = field(default_factory=dict)
@@ -289,7 +302,8 @@ class BrokerConfig:
         config.controller_max_records_per_batch = _int(
             props, "controller.max.records.per.batch", config.controller_max_records_per_batch
         )
-        _check_single_node(props)
+        _read_cluster_settings(config, props)
+        _check_roles(props)
         ignored = properties_not_acted_on(props)
         if ignored:
             log.warning("trafka does not act on these properties: %s", ", ".join(ignored))
@@ -304,15 +318,32 @@ class BrokerConfig:
         return config
 
 
-def _check_single_node(props: Mapping[str, str]) -> None:
-    """trafka runs as one node, its own controller: settings that make it one broker of several stop
-    the start rather than being ignored."""
-    zookeeper = props.get("zookeeper.connect", "").strip()
-    if zookeeper:
-        raise ConfigError(
-            f"zookeeper.connect={zookeeper!r}: a cluster of brokers coordinated through ZooKeeper is not served "
-            "yet; without zookeeper.connect trafka runs as a single node"
-        )
+def _read_cluster_settings(config: BrokerConfig, props: Mapping[str, str]) -> None:
+    """``zookeeper.connect`` makes this broker one of a cluster coordinated through ZooKeeper; the
+    replication settings apply to its replicas."""
+    config.zookeeper_connect = props.get("zookeeper.connect", "").strip() or None
+    if config.zookeeper_connect is not None and not ("broker.id" in props or "node.id" in props):
+        raise ConfigError("zookeeper.connect is set: each broker of a cluster needs its own broker.id")
+    config.zookeeper_session_timeout_ms = _int(props, "zookeeper.session.timeout.ms",
+                                               config.zookeeper_session_timeout_ms)
+    if props.get("zookeeper.connection.timeout.ms", "").strip():
+        config.zookeeper_connection_timeout_ms = _int(props, "zookeeper.connection.timeout.ms", 0)
+    config.broker_rack = props.get("broker.rack", "").strip() or None
+    if config.zookeeper_connect is not None:
+        config.offsets_topic_replication_factor = 3
+    for name in ("offsets.topic.replication.factor", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
+                 "replica.fetch.min.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
+                 "replica.fetch.backoff.ms"):
+        attribute = name.replace(".", "_")
+        value = _int(props, name, getattr(config, attribute))
+        if value < 1:
+            raise ConfigError(f"{name}={value}: must be at least 1")
+        setattr(config, attribute, value)
+
+
+def _check_roles(props: Mapping[str, str]) -> None:
+    """A KRaft-style role split is not served: settings that would make this node a broker without a
+    controller, or one of several controllers, stop the start rather than being ignored."""
     roles = {role.strip() for role in props.get("process.roles", "").split(",") if role.strip()}
     if roles and roles != {"broker", "controller"}:
         raise ConfigError(
@@ -333,7 +364,7 @@ BROKER_PROPERTIES = frozenset({
     "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
     "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
     "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
-    "fetch.max.bytes", "log.retention.check.interval.ms", "metrics.port", "controller.max.records.per.batch", "zookeeper.connect", "process.roles",
+    "fetch.max.bytes", "log.retention.check.interval.ms", "metrics.port", "controller.max.records.per.batch", "process.roles",
     "controller.quorum.voters", "transaction.max.timeout.ms", "max.request.partition.size.limit",
     # groups and their offsets (broker.groups)
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
@@ -341,6 +372,11 @@ BROKER_PROPERTIES = frozenset({
     "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
     "offsets.topic.num.partitions", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "offset.metadata.max.bytes",
+    # the cluster and replication (broker.cluster, broker.replication)
+    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "broker.rack",
+    "offsets.topic.replication.factor", "replica.lag.time.max.ms",
+    "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
 })
 
 

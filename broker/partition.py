@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import trio
 
@@ -91,6 +91,8 @@ class Partition:
         self.isr: list[int] = list(self.replicas) if replicas is None else []
         #: The coordination's version of this partition's state (conditional ISR changes); -1: none.
         self.state_version = -1
+        #: Called (by the leader) when a follower outside the ISR has caught up: the replica manager.
+        self.isr_listener: Callable[[Partition], None] | None = None
         self._followers: dict[int, FollowerProgress] = {}
         self._consumer_waiters: set[DataWaiter] = set()
         self._replica_waiters: set[DataWaiter] = set()
@@ -170,6 +172,9 @@ class Partition:
             progress = self._followers[replica_id] = FollowerProgress(now)
         progress.on_fetch(min(offset, log.log_end_offset), log.log_end_offset, now)
         self.maybe_increment_high_watermark()
+        if replica_id not in self.isr and self.isr_listener is not None \
+                and progress.log_end_offset >= log.high_watermark:
+            self.isr_listener(self)
         return log.read(offset, max_bytes, max_offset=log.log_end_offset, min_one_batch=min_one_batch)
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

@@ -278,6 +278,11 @@ class TopicManager:
         host, port = self.config.advertised_address
         return {self.config.node_id: (host, port, None)}
 
+    @property
+    def controller_id(self) -> int:
+        """The controller's broker id: on a single node, this one."""
+        return self.config.node_id
+
     async def auto_create(self, name: str) -> Topic:
         """Create ``name`` with the defaults when auto.create.topics.enable allows it (or return it,
         created by another request meanwhile)."""

@@ -173,6 +173,11 @@ class LogManager:
 
     # -- start-up ------------------------------------------------------------------------------------
 
+    def require_cluster_id(self, cluster_id: str) -> None:
+        """Take only a data directory of ``cluster_id`` (a new one is given it): :meth:`load` raises
+        ``RuntimeError`` for one of another cluster."""
+        self._requested_cluster_id = cluster_id
+
     def load(self, topic_configs: Mapping[str, LogConfig] | None = None, *, now_ms: int | None = None) -> None:
         """Take the data directory and open (recovering where needed) every partition log in it.
 

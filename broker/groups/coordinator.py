@@ -192,7 +192,8 @@ class GroupCoordinator:
         started = time.monotonic()
         try:
             topic = await topics.create(
-                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, 1, dict(OFFSETS_TOPIC_CONFIGS)
+                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor,
+                dict(OFFSETS_TOPIC_CONFIGS)
             )
         except KafkaError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # created by another request meanwhile

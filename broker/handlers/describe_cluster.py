@@ -1,7 +1,7 @@
 """DescribeCluster (key 60), versions 0-2.
 
-The cluster id, the brokers and the controller. This broker is the whole cluster: it lists itself,
-never fenced, and names itself as the controller, as a KRaft broker names a live broker.
+The cluster id, the live brokers (none fenced) and the controller. A single node is the whole
+cluster: it lists itself and names itself as the controller, as a KRaft broker names a live broker.
 
 The request says which endpoints it wants (v1+): brokers (1) are served here; controllers (2) get
 MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0,
@@ -89,15 +89,15 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
             error_message=message,
             brokers=[],
         )
-    host, port = broker.config.advertised_address
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=EndpointType.BROKER,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[BrokerResult(broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
+        controller_id=broker.topics.controller_id,
+        brokers=[BrokerResult(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)
+                 for node_id, (host, port, rack) in broker.topics.live_brokers().items()],
         cluster_authorized_operations=operations_bitfield(CLUSTER_OPERATIONS)
         if request.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,

@@ -17,6 +17,7 @@ This node leads every partition and is its only replica; there are no eligible l
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 
 from broker.handlers.describe_cluster import AclOperation, operations_bitfield
 from broker.handlers.registry import RequestContext, handles
@@ -62,6 +63,7 @@ async def handle_describe_topic_partitions(
 
 def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     topics = ctx.broker.topics
+    live = topics.live_brokers()
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     list_all = not request.topics
@@ -95,7 +97,7 @@ def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> D
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(len(topic.partitions), start + remaining)
-        results.append(_topic_result(topic, start, end))
+        results.append(_topic_result(topic, start, end, live))
         if end < len(topic.partitions):
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
@@ -111,7 +113,7 @@ def _partition_size_limit(ctx: RequestContext) -> int:
         return DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT
 
 
-def _topic_result(topic: Topic, start: int, end: int) -> TopicResult:
+def _topic_result(topic: Topic, start: int, end: int, live: Collection[int]) -> TopicResult:
     return TopicResult(
         error_code=ErrorCode.NONE,
         name=topic.name,
@@ -119,7 +121,7 @@ def _topic_result(topic: Topic, start: int, end: int) -> TopicResult:
         is_internal=topic.is_internal,
         partitions=[
             PartitionResult(
-                error_code=ErrorCode.NONE, eligible_leader_replicas=[], last_known_elr=[], **partition.leadership()
+                error_code=ErrorCode.NONE, eligible_leader_replicas=[], last_known_elr=[], **partition.leadership(live)
             )
             for partition in topic.partitions[start:end]
         ],

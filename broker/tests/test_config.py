@@ -114,14 +114,13 @@ def test_listeners_trafka_cannot_serve_stop_the_start(props, message):
 @pytest.mark.parametrize(
     "props, message",
     [
-        ({"zookeeper.connect": "127.0.0.1:2181/kafka"},
-         "a cluster of brokers coordinated through ZooKeeper is not served yet"),
+        ({"zookeeper.connect": "127.0.0.1:2181/kafka"}, "each broker of a cluster needs its own broker.id"),
         ({"process.roles": "broker"}, "trafka runs as one node that is both broker and controller"),
         ({"process.roles": "controller"}, "trafka runs as one node that is both broker and controller"),
         ({"controller.quorum.voters": "1@a:9093,2@b:9093,3@c:9093"}, "names 3 controllers"),
     ],
 )
-def test_settings_of_a_multi_node_cluster_stop_the_start(props, message):
+def test_settings_of_a_cluster_trafka_cannot_serve_stop_the_start(props, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.from_properties(props)
 
