@@ -15,7 +15,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.faults import FaultRules
-from broker.producer_ids import ProducerIdManager
+from broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
 from broker.topics import OFFSETS_TOPIC, TopicManager
 from storage.broker_configs import DynamicBrokerConfigs
 from storage.config import LogConfig
@@ -63,7 +63,10 @@ class Broker:
             self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         else:
             self.topics = self._join_cluster(config)
-        self.producer_ids = ProducerIdManager(config.data_dir)
+        if self.cluster is None:
+            self.producer_ids: ProducerIdManager | ClusterProducerIdManager = ProducerIdManager(config.data_dir)
+        else:
+            self.producer_ids = ClusterProducerIdManager(self.cluster.claim_producer_id_block)
         self._dynamic_config_changes = trio.Lock()
         #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
         self.faults = FaultRules()
