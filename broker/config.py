@@ -371,7 +371,7 @@ BROKER_PROPERTIES = frozenset({
     "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",
     "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
     "offsets.topic.num.partitions", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes",
+    "offset.metadata.max.bytes", "offsets.commit.timeout.ms",
     # the cluster and replication (broker.cluster, broker.replication)
     "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "broker.rack",
     "offsets.topic.replication.factor", "replica.lag.time.max.ms",

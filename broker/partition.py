@@ -184,6 +184,13 @@ class Partition:
         if last_fetched_epoch < 0:
             return None
         epoch, end_offset = self._leader_log().end_offset_for_leader_epoch(last_fetched_epoch)
+        if epoch < 0 or end_offset < 0:
+            # No epoch at or before the follower's here (an unclean election, say): it starts over
+            # from what this log has, through its out-of-range handling.
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self}: the end offset of the follower's last fetched epoch {last_fetched_epoch} is not known",
+            )
         if epoch < last_fetched_epoch or end_offset < fetch_offset:
             return epoch, end_offset
         return None

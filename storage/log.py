@@ -960,6 +960,7 @@ class Log:
         self.log_start_offset = offset
         self.leader_epoch_cache.truncate_from_end(0)
         self._after_truncation(offset)
+        self._high_watermark = offset  # nothing below the new start remains to be replicated
 
     def _after_truncation(self, log_end_offset: int) -> None:
         self._truncations += 1

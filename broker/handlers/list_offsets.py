@@ -2,10 +2,11 @@
 
 Per partition, the offset for a timestamp or one of the special timestamps:
 EARLIEST (-2) the log start offset; LATEST (-1) the high watermark (read_uncommitted) or the last
-stable offset (read_committed); MAX_TIMESTAMP (-3, v7+) the record with the largest timestamp;
+stable offset (read_committed), and to a follower (a replica id >= 0) the log end offset; MAX_TIMESTAMP (-3, v7+) the record with the largest timestamp;
 EARLIEST_LOCAL (-4, v8+) the log start offset, as no segments live in remote storage;
 LATEST_TIERED (-5, v9+) and EARLIEST_PENDING_UPLOAD (-6, v11+) offset -1, as nothing is tiered.
 A timestamp >= 0 gives the first record whose timestamp is at least that, or offset -1 when none is.
+Only the partition's leader answers; other brokers NOT_LEADER_OR_FOLLOWER.
 A segment that cannot be read (out of file descriptors) fails its partition alone, KAFKA_STORAGE_ERROR.
 """
 from __future__ import annotations
@@ -47,13 +48,17 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
                     )
                 )
                 continue
-            partitions.append(_offset(partition, wanted_partition, ctx.api_version))
+            partitions.append(_offset(partition, wanted_partition, ctx.api_version, request.replica_id))
         responses.append(TopicResponse(name=wanted.name, partitions=partitions))
     return ListOffsetsResponse(topics=responses)
 
 
-def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, version: int) -> PartitionResponse:
+def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartition, version: int,
+            replica_id: int) -> PartitionResponse:
     response = PartitionResponse(partition_index=wanted.partition_index, error_code=ErrorCode.NONE)
+    if not partition.is_leader:
+        response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return response
     try:
         partition.check_leader_epoch(wanted.current_leader_epoch)
     except KafkaError as exc:
@@ -65,8 +70,9 @@ def _offset(partition: Partition, wanted: ListOffsetsRequest.ListOffsetsPartitio
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         found = (partition.log_start_offset, -1)
     elif timestamp == LATEST:
-        # With no open transactions the last stable offset is the high watermark.
-        found = (partition.high_watermark, -1)
+        # A follower (replica_id >= 0) is told the log end; consumers the high watermark (with no
+        # open transactions, the last stable offset too).
+        found = (partition.log_end_offset if replica_id >= 0 else partition.high_watermark, -1)
     elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         found = None
     elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
