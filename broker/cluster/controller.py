@@ -9,12 +9,21 @@ random unless given, so that topics created one by one do not pile their leaders
 
 Leader election takes the first replica, in assignment order, that is alive and in the ISR; with unclean
 election allowed, and none such, the first live replica (which may not hold every acknowledged record).
+
+The partition state the controller writes follows from the live brokers (``next_partition_state``), as
+Kafka's controller in ZooKeeper mode decides it: a partition whose leader is gone gets the first live ISR
+member as leader and the live ISR; one whose leader lives loses its dead followers from the ISR; one with
+no live ISR member goes offline (leader -1) keeping its last leader as the ISR's only member, who leads
+again when it returns; with unclean election allowed, a live replica outside the ISR leads instead, alone
+in the ISR and marked RECOVERING. Every such change bumps the leader epoch and carries the controller's
+epoch.
 """
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
+from broker.cluster import NO_LEADER, RECOVERING, PartitionState
 from wire.errors import ErrorCode, KafkaError
 
 
@@ -116,3 +125,40 @@ def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int] | f
             if replica in live:
                 return replica
     return None
+
+
+def initial_partition_state(replicas: Sequence[int], live: Set[int], controller_epoch: int) -> PartitionState:
+    """A new partition's state: the first live replica leads, the live replicas (in assignment order) are
+    the ISR; no leader and an empty ISR while none is live."""
+    isr = tuple(replica for replica in replicas if replica in live)
+    return PartitionState(isr[0] if isr else NO_LEADER, 0, isr, controller_epoch)
+
+
+def next_partition_state(state: PartitionState, replicas: Sequence[int], live: Set[int], controller_epoch: int,
+                         *, unclean: bool = False) -> PartitionState | None:
+    """The state the controller writes for a partition now that ``live`` are the live brokers, or None
+    when the state stands. The result carries ``state.version``, the condition of its write."""
+    if state.leader != NO_LEADER and state.leader in live:
+        isr = tuple(replica for replica in state.isr if replica in live) or (state.leader,)
+        return None if isr == state.isr else _bumped(state, state.leader, isr, controller_epoch)
+    if not state.isr:  # never had a leader: any live replica may lead, as for a new partition
+        new = initial_partition_state(replicas, live, controller_epoch)
+        if not new.isr:
+            return None
+        return _bumped(state, new.leader, new.isr, controller_epoch)
+    leader = elect_leader(replicas, state.isr, live, unclean=unclean)
+    if leader is not None and leader in state.isr:
+        isr = tuple(replica for replica in state.isr if replica in live)
+        return _bumped(state, leader, isr, controller_epoch)
+    if leader is not None:
+        return _bumped(state, leader, (leader,), controller_epoch, RECOVERING)
+    if state.leader == NO_LEADER:
+        return None
+    last = (state.leader,) if state.leader in state.isr else state.isr
+    return _bumped(state, NO_LEADER, last, controller_epoch)
+
+
+def _bumped(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int,
+            leader_recovery_state: int | None = None) -> PartitionState:
+    recovery = state.leader_recovery_state if leader_recovery_state is None else leader_recovery_state
+    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch, state.version, recovery)
