@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.cluster import CoordinationError
 from broker.config import BrokerConfig
 from broker.faults import FaultRules
 from broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
@@ -90,6 +91,7 @@ class Broker:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             unclean_leader_election_enable=self.default_log_config.unclean_leader_election_enable,
+            delete_topic_enable=config.delete_topic_enable,
         )
         self.replicas = ReplicaManager(config, self.cluster)
         return ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
@@ -166,8 +168,6 @@ class Broker:
     async def _run_cluster(self, nursery: trio.Nursery) -> None:
         """Join the cluster, recover the logs of this cluster's data directory, then lead and follow
         as the cluster's state says; returns once that state has been applied."""
-        from broker.cluster.zookeeper import CoordinationError
-
         await nursery.start(self.cluster.run)
         self.log_manager.require_cluster_id(self.cluster.cluster_id)
         try:

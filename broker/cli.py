@@ -31,6 +31,7 @@ gc.disable()
 try:
     import trio
 
+    from broker.cluster import CoordinationError
     from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
     from broker.descriptors import raise_limit
     from broker.server import Server
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         # Bad properties that only the broker's parts can judge (topic defaults, group settings)
         # and addresses that cannot be bound get one line each, not a traceback.
         errors = list(_leaf_exceptions(exc))
-        if not all(isinstance(e, (ConfigError, KafkaError, OSError)) for e in errors):
+        if not all(isinstance(e, (ConfigError, KafkaError, OSError, CoordinationError)) for e in errors):
             raise
         for error in errors:
             print(f"trafka: {error.message if isinstance(error, KafkaError) and error.message else error}",

@@ -367,7 +367,7 @@ class TopicManager:
                 for partition in topic.partitions:
                     partition.log.update_config(log_config)
 
-    def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
+    async def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
         """Replace the topic's config overrides with ``configs``, as AlterConfigs does.
 
         Raises KafkaError(INVALID_CONFIG) for an unknown config or a bad value, and

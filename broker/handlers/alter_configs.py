@@ -53,7 +53,7 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             )
             configs = {config.name: config.value for config in resource.configs}
             if resource.resource_type == ResourceType.TOPIC:
-                ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
+                await ctx.broker.topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
             elif resource.resource_type == ResourceType.BROKER:
                 check_broker_configs(configs)
                 await ctx.broker.change_dynamic_configs(

@@ -68,7 +68,7 @@ async def handle_incremental_alter_configs(
                 topics = ctx.broker.topics
                 topic = topics.get(resource.resource_name)
                 configs = apply_operations(topic.configs if topic is not None else {}, resource.configs)
-                topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
+                await topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
             elif resource.resource_type == ResourceType.BROKER:
                 lists = {"log.cleanup.policy": ctx.broker.default_log_config.cleanup_policy}
 
