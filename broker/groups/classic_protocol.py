@@ -98,10 +98,11 @@ class ClassicGroupProtocol:
     ) -> Reply[JoinResult]:
         coordinator = self.coordinator
         config = coordinator.config
-        if not coordinator.active:
-            return Reply.of(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
         if not group_id:
-            return Reply.of(JoinResult(ErrorCode.INVALID_GROUP_ID, member_id))
+            return Reply.of(JoinResult(_unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID), member_id))
+        error = coordinator.group_error(group_id)
+        if error is not ErrorCode.NONE:
+            return Reply.of(JoinResult(error, member_id))
         try:
             coordinator.check_group_id(group_id)
         except KafkaError as exc:
@@ -472,10 +473,11 @@ class ClassicGroupProtocol:
         assignments: dict[str, bytes],
     ) -> Reply[SyncResult]:
         coordinator = self.coordinator
-        if not coordinator.active:
-            return Reply.of(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         if not group_id:
-            return Reply.of(SyncResult(ErrorCode.INVALID_GROUP_ID))
+            return Reply.of(SyncResult(_unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID)))
+        error = coordinator.group_error(group_id)
+        if error is not ErrorCode.NONE:
+            return Reply.of(SyncResult(error))
         group = coordinator.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return Reply.of(
@@ -561,10 +563,11 @@ class ClassicGroupProtocol:
 
     def heartbeat(self, *, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         coordinator = self.coordinator
-        if not coordinator.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
+            return _unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID)
+        error = coordinator.group_error(group_id)
+        if error is not ErrorCode.NONE:
+            return error
         group = coordinator.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return coordinator.consumer.classic_heartbeat(
@@ -635,10 +638,11 @@ class ClassicGroupProtocol:
         """Remove ``(member_id, group_instance_id, reason)`` members; returns the top-level error and each
         member's outcome. A member id of "" with an instance id removes that static member (admin)."""
         coordinator = self.coordinator
-        if not coordinator.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, []
+            return _unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID), []
+        error = coordinator.group_error(group_id)
+        if error is not ErrorCode.NONE:
+            return error, []
         group = coordinator.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return coordinator.consumer.classic_leave(group, members)
@@ -689,8 +693,9 @@ class ClassicGroupProtocol:
         for member in group.members.values():
             self._schedule_heartbeat(group, member)
 
-    def on_removed(self, group: ClassicGroup) -> None:
-        """The group is deleted: fail whatever its members are waiting for and forget its timers."""
+    def on_removed(self, group: ClassicGroup, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
+        """The group is deleted, or no longer coordinated here: answer whatever its members are waiting
+        for with ``error`` and forget its timers."""
         group_id = group.group_id
         self.timers.cancel(_join_key(group_id))
         self.timers.cancel(_initial_delay_key(group_id))
@@ -699,12 +704,17 @@ class ClassicGroupProtocol:
             self.timers.cancel(_heartbeat_key(group_id, member_id))
         for member in group.members.values():
             self.timers.cancel(_heartbeat_key(group_id, member.member_id))
-            group.complete_join(member, JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member.member_id))
-            group.complete_sync(member, SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            group.complete_join(member, JoinResult(error, member.member_id))
+            group.complete_sync(member, SyncResult(error))
 
     def _classic_group(self, group_id: str) -> ClassicGroup | None:
         group = self.coordinator.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
+
+
+def _unless_stopping(coordinator: GroupCoordinator, error: ErrorCode) -> ErrorCode:
+    """A request's own error, or COORDINATOR_NOT_AVAILABLE while the broker stops (checked first)."""
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator.stopping else error
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

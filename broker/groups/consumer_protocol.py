@@ -228,8 +228,10 @@ class ConsumerGroupProtocol:
 
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         try:
-            self.coordinator.check_active()
+            if self.coordinator.stopping:
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is stopping.")
             self._validate(request)
+            self.coordinator.check_group(request.group_id)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
             return self._heartbeat(request)
@@ -674,7 +676,7 @@ class ConsumerGroupProtocol:
         subscription read from its protocol metadata, what it still owns from the subscription's
         owned partitions) and reconciled; the generation it is given is its member epoch."""
         try:
-            self.coordinator.check_active()
+            self.coordinator.check_group(group.group_id)
             return self._classic_join(
                 group, member_id, instance_id, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms,
                 client_id, client_host, api_version,
@@ -774,7 +776,7 @@ class ConsumerGroupProtocol:
         """SyncGroup from a classic member of a consumer group: its current assignment, computed by the
         coordinator, encoded as a ConsumerProtocol assignment."""
         try:
-            self.coordinator.check_active()
+            self.coordinator.check_group(group.group_id)
             if group.is_empty:
                 raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is empty.")
             member = self._classic_member(group, member_id, instance_id)
@@ -824,7 +826,7 @@ class ConsumerGroupProtocol:
         when the group epoch moved past its member epoch, when it must revoke partitions, or when the
         partitions it waits for have been released."""
         try:
-            self.coordinator.check_active()
+            self.coordinator.check_group(group.group_id)
             member = self._classic_member(group, member_id, instance_id)
             self._check_generation(member, generation_id)
         except KafkaError as exc:
@@ -845,7 +847,7 @@ class ConsumerGroupProtocol:
         """LeaveGroup for classic members of a consumer group: each is removed and the group epoch
         bumped, so the others are reassigned its partitions."""
         try:
-            self.coordinator.check_active()
+            self.coordinator.check_group(group.group_id)
         except KafkaError as exc:
             return exc.code, []
         group_id = group.group_id
@@ -1104,7 +1106,7 @@ class ConsumerGroupProtocol:
 
     def _fence_if_current(self, group_id: str, member_id: str, member_epoch: int | None, reason: str) -> None:
         group = self.coordinator.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup) or not self.coordinator.active:
+        if not isinstance(group, ConsumerGroup) or not self.coordinator.is_serving(group_id):
             return
         member = group.members.get(member_id)
         if member is None or (member_epoch is not None and member.member_epoch != member_epoch):
@@ -1312,7 +1314,7 @@ class ConsumerGroupProtocol:
         """A JoinGroup is about to create a classic group: an empty consumer group of that id gives way
         (its offsets stay). Where that cannot be written, the consumer group stays and the join fails."""
         group = self.coordinator.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and group.is_empty and self.coordinator.active:
+        if isinstance(group, ConsumerGroup) and group.is_empty and self.coordinator.is_serving(group_id):
             try:
                 self.coordinator.drop_group_metadata(group)
                 log.info("group %s: the empty consumer group becomes a classic group", group_id)
@@ -1328,7 +1330,9 @@ class ConsumerGroupProtocol:
             if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic_protocol:
                 self._schedule_rebalance_timeout(group.group_id, member)
 
-    def on_removed(self, group: ConsumerGroup) -> None:
+    def on_removed(self, group: ConsumerGroup, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
+        """The group is deleted, or no longer coordinated here: forget its timers (no request parks on
+        a consumer group, so ``error`` answers nothing)."""
         group.dead = True
         for member_id in group.members:
             self._cancel_member_timers(group.group_id, member_id)
@@ -1336,8 +1340,9 @@ class ConsumerGroupProtocol:
     # ================================================================================ describe
 
     def describe(self, group_id: str) -> ConsumerGroup:
-        """The consumer group to describe; raises GROUP_ID_NOT_FOUND (also for a classic group)."""
-        self.coordinator.check_active()
+        """The consumer group to describe; raises GROUP_ID_NOT_FOUND (also for a classic group), and
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE."""
+        self.coordinator.check_group(group_id)
         group = self.coordinator.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")

@@ -1,11 +1,29 @@
-"""The group coordinator: every consumer group on this broker, and their committed offsets.
+"""The group coordinator: the consumer groups this broker coordinates, and their committed offsets.
 
-This broker coordinates every group (FindCoordinator always names it). Group state and offsets are
-kept in memory and made durable in the internal compacted topic ``__consumer_offsets``, written through
-the same log as user data with Kafka's own record schemas (see :mod:`broker.groups.records`). A group
-maps to the partition ``abs(java hashCode(group_id)) % offsets.topic.num.partitions``, as in Kafka, so
-all of a group's records are ordered in one partition. At start-up the topic is replayed; until that
-is done the coordinator answers COORDINATOR_NOT_AVAILABLE, which clients retry.
+Group state and offsets are kept in memory and made durable in the internal compacted topic
+``__consumer_offsets``, written through the same log as user data with Kafka's own record schemas (see
+:mod:`broker.groups.records`). A group maps to the partition ``abs(java hashCode(group_id)) % partitions``
+of that topic, as in Kafka, so all of a group's records are ordered in one partition.
+
+**Coordination follows leadership**, as in Kafka's group coordinator (onElection / onResignation): this
+broker coordinates the groups of the ``__consumer_offsets`` partitions it leads, and FindCoordinator
+names a partition's leader as its groups' coordinator. :meth:`GroupCoordinator.on_partition_leadership`
+is told when this broker becomes, or stops being, the leader of a partition:
+
+- On election the partition is replayed in the coordinator's own task (one partition at a time);
+  meanwhile requests for its groups get COORDINATOR_LOAD_IN_PROGRESS. A partition with an empty log
+  needs no replay and serves at once.
+- On resignation the partition's groups and offsets are dropped from memory, their timers cancelled,
+  and JoinGroup/SyncGroup requests parked on them answered NOT_COORDINATOR.
+- Requests for a group of a partition not led here get NOT_COORDINATOR; while the broker stops,
+  COORDINATOR_NOT_AVAILABLE. On a single node this broker leads every partition, so it coordinates
+  every group (before ``__consumer_offsets`` exists too: it leads each partition once created).
+
+**Writes are acknowledged once replicated** (acks=all, as Kafka writes to ``__consumer_offsets``): a
+change is applied in memory when its records are appended to the leader's log, and a response that
+depends on it waits until the partition's high watermark covers them, within
+``offsets.commit.timeout.ms`` (see :meth:`GroupCoordinator.await_written`). On a single node the high
+watermark moves with the append, so nothing waits and nothing is recorded.
 
 Groups are typed: the classic protocol's groups (:mod:`broker.groups.classic`) live here side by side
 with consumer-protocol (KIP-848) groups; the offset store (:mod:`broker.groups.offsets`) is shared and
@@ -19,6 +37,7 @@ are written as tombstones, which compaction eventually drops.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -66,6 +85,8 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 DEFAULT_GROUP_MAX_SIZE = 2**31 - 1
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000
+#: Kafka's offsets.commit.timeout.ms: how long a write waits to be replicated before it is answered.
+DEFAULT_COMMIT_TIMEOUT_MS = 5_000
 # How much of a partition is read at once while replaying __consumer_offsets.
 LOAD_READ_BYTES = 4 * 1024 * 1024
 
@@ -83,6 +104,12 @@ _APPEND_ERRORS = {
 
 Group = ClassicGroup | ConsumerGroup
 
+_GROUP_ERROR_MESSAGES = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is stopping.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading the offsets and metadata of group {}.",
+    ErrorCode.NOT_COORDINATOR: "This broker is not the coordinator of group {}.",
+}
+
 
 def java_string_hash(value: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units, wrapped to a signed 32-bit int."""
@@ -93,6 +120,7 @@ def java_string_hash(value: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=8192)
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's group-to-partition mapping (``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
     h = java_string_hash(group_id)
@@ -126,6 +154,20 @@ class ListedGroup:
     type: GroupType
 
 
+class PartitionLoad:
+    """A ``__consumer_offsets`` partition led here whose groups are being replayed."""
+
+    __slots__ = ("index", "scope")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.scope = trio.CancelScope()
+
+
+#: The state of a partition led here that serves its groups (a :class:`PartitionLoad` while loading).
+LOADED = "loaded"
+
+
 class GroupCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -137,45 +179,177 @@ class GroupCoordinator:
         self.retention_check_interval_ms = int(
             properties.get("offsets.retention.check.interval.ms", DEFAULT_RETENTION_CHECK_INTERVAL_MS)
         )
+        self.commit_timeout_ms = int(properties.get("offsets.commit.timeout.ms", DEFAULT_COMMIT_TIMEOUT_MS))
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.timers = Timers()
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
-        #: __consumer_offsets exists, so it is replayed before the coordinator serves.
-        self._replay_pending = broker.topics.get(OFFSETS_TOPIC) is not None
-        #: False until __consumer_offsets has been replayed, and again once the broker stops.
-        self.active = not self._replay_pending
+        #: The partitions of __consumer_offsets led here: LOADED, or their load while it runs.
+        self._led: dict[int, PartitionLoad | str] = {}
+        #: Partitions this broker was told it no longer leads (a single node otherwise leads them all).
+        self._resigned: set[int] = set()
+        self._loading = 0
+        #: Loads waiting for :meth:`run` (leadership can be taken before the coordinator's task starts).
+        self._pending_loads: list[PartitionLoad] = []
+        self._nursery: trio.Nursery | None = None
+        self._load_turn = trio.Lock()  # partitions are replayed one at a time
+        self._load_summary = [0, 0, 0, 0.0]  # partitions, groups, records, seconds: since the last summary
+        #: Group id -> end offset of its last write not yet known to be replicated; and per partition,
+        #: the log end offset at its load when the high watermark was below it. Empty on a single node.
+        self._unreplicated: dict[str, int] = {}
+        self._unreplicated_at_load: dict[int, int] = {}
+        self._stopping = False
+        self._topic_error_logged: ErrorCode | None = None
+        # A single node leads every partition of __consumer_offsets: load them all (as a broker of a
+        # cluster loads those it leads now, and is told of the others as leadership moves).
+        topic = broker.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            for partition in topic.partitions:
+                if partition.is_leader:
+                    self.on_partition_leadership(partition.index, True)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def active(self) -> bool:
+        """Serving every partition led here: not stopping, and no partition loading."""
+        return not self._stopping and not self._loading
 
     # ============================================================================ life-cycle
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Replay ``__consumer_offsets``, then serve: group timers and offset expiry run here."""
+        """Group timers, loads of the partitions this broker is elected to lead, and offset expiry."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
+            self._nursery = nursery
+            pending, self._pending_loads = self._pending_loads, []
+            for load in pending:
+                if self._led.get(load.index) is load:
+                    nursery.start_soon(self._load, load)
             task_status.started()
-            if self._replay_pending:
-                await self._load()
-                self._replay_pending = False
-                self.active = True
             while True:
                 await trio.sleep(self.retention_check_interval_ms / 1000)
                 self.expire_offsets()
 
     def stop(self) -> None:
-        """Stop coordinating: parked JoinGroup and SyncGroup requests are answered NOT_COORDINATOR-style
-        (COORDINATOR_NOT_AVAILABLE), so clients look for the coordinator again."""
-        self.active = False
+        """Stop coordinating: parked JoinGroup and SyncGroup requests are answered
+        COORDINATOR_NOT_AVAILABLE, so clients look for the coordinator again."""
+        self._stopping = True
         for group in list(self.groups.values()):
             self._protocol_of(group).on_removed(group)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    # ============================================================================ leadership
+
+    def on_partition_leadership(self, index: int, leading: bool) -> None:
+        """This broker became (``leading``) or stopped being the leader of ``__consumer_offsets``
+        partition ``index``: load its groups and offsets (in the coordinator's task; its groups get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile), or drop them (parked requests are answered
+        NOT_COORDINATOR, timers cancelled). Called on the Trio thread; idempotent."""
+        if leading:
+            self._resigned.discard(index)
+            if index in self._led:
+                return
+            partition = self._offsets_partition_at(index)
+            if partition is None or partition.log is None:
+                log.warning("told to coordinate the groups of %s-%d, which has no log here", OFFSETS_TOPIC, index)
+                return
+            self._drop_partition_groups(index)  # nothing should be left; a load starts from scratch
+            storage_log = partition.log
+            if storage_log.log_end_offset <= storage_log.log_start_offset:
+                self._led[index] = LOADED  # nothing to replay
+                return
+            load = PartitionLoad(index)
+            self._led[index] = load
+            self._loading += 1
+            if self._nursery is None:
+                self._pending_loads.append(load)
+            else:
+                self._nursery.start_soon(self._load, load)
+            return
+        self._resigned.add(index)
+        state = self._led.pop(index, None)
+        if isinstance(state, PartitionLoad):
+            self._loading -= 1
+            state.scope.cancel()
+        self._unreplicated_at_load.pop(index, None)
+        dropped = self._drop_partition_groups(index)
+        if state is not None:
+            log.info("resigned as coordinator of %s-%d: %d groups unloaded", OFFSETS_TOPIC, index, dropped)
+
+    def _drop_partition_groups(self, index: int) -> int:
+        """Forget the groups and offsets of partition ``index``; returns how many groups there were."""
+        dropped = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) == index:
+                self._remove_group(group, ErrorCode.NOT_COORDINATOR)
+                dropped += 1
+        for group_id in self.offsets.groups():
+            if self.partition_for(group_id) == index:
+                self.offsets.remove_group(group_id)
+        for group_id in [g for g in self._unreplicated if self.partition_for(g) == index]:
+            del self._unreplicated[group_id]
+        return dropped
+
+    def _partition_state(self, index: int) -> PartitionLoad | str | None:
+        state = self._led.get(index)
+        if state is not None:
+            return state
+        if self.broker.cluster is None and index not in self._resigned:
+            topic = self.broker.topics.get(OFFSETS_TOPIC)
+            if topic is None:
+                return LOADED  # a single node will lead every partition once the topic exists: no groups yet
+            if index < len(topic.partitions) and topic.partitions[index].is_leader:
+                self.on_partition_leadership(index, True)  # created since (FindCoordinator, CreateTopics)
+                return self._led.get(index)
+        return None
+
+    def group_error(self, group_id: str) -> ErrorCode:
+        """NONE when this broker coordinates ``group_id`` now; otherwise why not, as Kafka says it:
+        COORDINATOR_NOT_AVAILABLE (stopping), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+        if self._stopping:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        index = self.partition_for(group_id)
+        state = self._partition_state(index)
+        if state is LOADED:
+            if self.broker.cluster is not None:
+                partition = self._offsets_partition_at(index)
+                if partition is None or not partition.is_leader:  # leadership moved, resignation not yet told
+                    return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NONE
+        if state is None:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def check_group(self, group_id: str) -> None:
+        """Raises KafkaError unless this broker coordinates ``group_id`` now (see :meth:`group_error`)."""
+        code = self.group_error(group_id)
+        if code is not ErrorCode.NONE:
+            raise KafkaError(code, _GROUP_ERROR_MESSAGES[code].format(group_id))
+
+    def is_serving(self, group_id: str) -> bool:
+        return self.group_error(group_id) is ErrorCode.NONE
+
+    def _is_loaded(self, group_id: str) -> bool:
+        return self._led.get(self.partition_for(group_id)) is LOADED
+
     # ============================================================================ __consumer_offsets
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else self.config.offsets_topic_num_partitions
+        return partition_for(group_id, count)
+
+    def _offsets_partition_at(self, index: int) -> Partition | None:
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
 
     def _offsets_partition(self, group_id: str) -> Partition:
         topic = self.broker.topics.get(OFFSETS_TOPIC)
@@ -184,8 +358,18 @@ class GroupCoordinator:
         index = partition_for(group_id, len(topic.partitions))
         return topic.partitions[index]
 
+    def coordinator_id(self, group_id: str) -> int | None:
+        """The broker that coordinates ``group_id``: the leader of its partition (None: no leader, or
+        no ``__consumer_offsets`` yet)."""
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is None or not topic.partitions:
+            return None
+        leader = topic.partitions[partition_for(group_id, len(topic.partitions))].leader_id
+        return leader if leader >= 0 else None
+
     async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist yet (FindCoordinator does this, as in Kafka)."""
+        """Create ``__consumer_offsets`` if it does not exist yet (FindCoordinator does this, as in Kafka).
+        A failure (too few live brokers for offsets.topic.replication.factor, say) is logged once."""
         topics = self.broker.topics
         if topics.get(OFFSETS_TOPIC) is not None:
             return
@@ -198,14 +382,40 @@ class GroupCoordinator:
         except KafkaError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # created by another request meanwhile
                 return
+            if self._topic_error_logged != exc.code:
+                self._topic_error_logged = exc.code
+                log.error(
+                    "cannot create %s (offsets.topic.num.partitions=%d, offsets.topic.replication.factor=%d): "
+                    "%s %s; groups have no coordinator (COORDINATOR_NOT_AVAILABLE) until it can be created",
+                    OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                    self.config.offsets_topic_replication_factor, exc.code.name, exc.message,
+                )
             raise
+        self._topic_error_logged = None
         log.info(
             "created %s with %d partitions in %.3f s",
             OFFSETS_TOPIC, len(topic.partitions), time.monotonic() - started,
         )
+        if self.broker.cluster is None:
+            for partition in topic.partitions:  # led here from the start
+                self.on_partition_leadership(partition.index, True)
+
+    async def prepare_to_store(self) -> None:
+        """Before a request that may store something (JoinGroup, OffsetCommit, ConsumerGroupHeartbeat):
+        ``__consumer_offsets`` in place. Should it not be creatable, the failure is logged (once) and the
+        request goes on to get its group's error (NOT_COORDINATOR in a cluster, where the partition is
+        led by no one here; COORDINATOR_NOT_AVAILABLE on a single node, when it comes to writing)."""
+        if self.broker.topics.get(OFFSETS_TOPIC) is None:
+            try:
+                await self.ensure_offsets_topic()
+            except KafkaError:
+                pass
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch."""
+        """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch.
+
+        The change they make is applied by the caller once this returns; whoever answers a request
+        that depends on it awaits :meth:`await_written` first, which waits for replication."""
         if not records:
             return
         try:
@@ -217,6 +427,50 @@ class GroupCoordinator:
         except OSError as exc:
             log.error("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
             raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
+        storage_log = partition.log
+        if storage_log.high_watermark < storage_log.log_end_offset:  # followers have it to fetch
+            self._unreplicated[group_id] = storage_log.log_end_offset
+
+    async def await_written(self, group_id: str) -> ErrorCode:
+        """Wait until what has been written for ``group_id`` is replicated (the high watermark of its
+        partition covers it), within ``offsets.commit.timeout.ms``. Returns NONE, REQUEST_TIMED_OUT,
+        or NOT_COORDINATOR when this broker stopped leading the partition meanwhile; the caller maps
+        them to its API's error as Kafka does. Nothing pending (always on a single node): no wait."""
+        if not self._unreplicated and not self._unreplicated_at_load:
+            return ErrorCode.NONE
+        index = self.partition_for(group_id)
+        target = max(self._unreplicated.get(group_id, -1), self._unreplicated_at_load.get(index, -1))
+        if target < 0:
+            return ErrorCode.NONE
+        partition = self._offsets_partition_at(index)
+        if partition is None or not partition.is_leader or index not in self._led:
+            return ErrorCode.NOT_COORDINATOR
+        if partition.high_watermark < target:
+            with trio.move_on_after(self.commit_timeout_ms / 1000):
+                await partition.wait_for_high_watermark(target)
+            if not partition.is_leader or index not in self._led:
+                return ErrorCode.NOT_COORDINATOR
+            if partition.high_watermark < target:
+                log.warning("group %s: %s-%d not replicated up to offset %d within %d ms (high watermark %d)",
+                            group_id, OFFSETS_TOPIC, index, target, self.commit_timeout_ms,
+                            partition.high_watermark)
+                return ErrorCode.REQUEST_TIMED_OUT
+        if self._unreplicated.get(group_id, -1) <= partition.high_watermark:
+            self._unreplicated.pop(group_id, None)
+        if self._unreplicated_at_load.get(index, -1) <= partition.high_watermark:
+            self._unreplicated_at_load.pop(index, None)
+        return ErrorCode.NONE
+
+    def _forget_replicated(self) -> None:
+        """Drop the pending-write marks that replication has covered (writes no request waited on)."""
+        for group_id, end in list(self._unreplicated.items()):
+            partition = self._offsets_partition_at(self.partition_for(group_id))
+            if partition is None or partition.log is None or partition.log.high_watermark >= end:
+                del self._unreplicated[group_id]
+        for index, end in list(self._unreplicated_at_load.items()):
+            partition = self._offsets_partition_at(index)
+            if partition is None or partition.log is None or partition.log.high_watermark >= end:
+                del self._unreplicated_at_load[index]
 
     def store_group(self, group: ClassicGroup) -> None:
         """Write the group's metadata (generation, protocol, members and assignments)."""
@@ -248,24 +502,51 @@ class GroupCoordinator:
         )
         return encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value)
 
-    async def _load(self) -> None:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return
-        started = time.monotonic()
-        count = 0
-        for partition in topic.partitions:
-            count += await self._load_partition(partition)
-        for group in self.groups.values():
-            self._protocol_of(group).on_loaded(group)
-        log.info(
-            "loaded %d groups and their offsets from %d records of %s in %.3f s",
-            len(self.groups), count, OFFSETS_TOPIC, time.monotonic() - started,
-        )
+    async def _load(self, load: PartitionLoad) -> None:
+        """Replay partition ``load.index`` (elected to lead it), then serve its groups."""
+        index = load.index
+        with load.scope:
+            async with self._load_turn:
+                partition = self._offsets_partition_at(index)
+                if partition is None or partition.log is None or self._led.get(index) is not load:
+                    return
+                started = time.monotonic()
+                try:
+                    count, end = await self._load_partition(partition, load)
+                except (OSError, ValueError) as exc:
+                    log.error("cannot load the groups of %s-%d: %s", OFFSETS_TOPIC, index, exc)
+                    if self._led.get(index) is load:
+                        del self._led[index]
+                        self._loading -= 1
+                        self._drop_partition_groups(index)
+                    return
+                if self._led.get(index) is not load:
+                    return
+                loaded = [g for g in self.groups.values() if self.partition_for(g.group_id) == index]
+                for group in loaded:
+                    self._protocol_of(group).on_loaded(group)
+                self._led[index] = LOADED
+                self._loading -= 1
+                if partition.log.high_watermark < end:
+                    # Replayed past the high watermark: answers about these groups wait for it.
+                    self._unreplicated_at_load[index] = end
+                elapsed = time.monotonic() - started
+                summary = self._load_summary
+                summary[0] += 1
+                summary[1] += len(loaded)
+                summary[2] += count
+                summary[3] += elapsed
+                log.debug("loaded %d groups from %d records of %s-%d in %.3f s",
+                          len(loaded), count, OFFSETS_TOPIC, index, elapsed)
+                if not self._loading:
+                    log.info("loaded %d groups and their offsets from %d records of %d partitions of %s in %.3f s",
+                             summary[1], summary[2], summary[0], OFFSETS_TOPIC, summary[3])
+                    self._load_summary = [0, 0, 0, 0.0]
 
-    async def _load_partition(self, partition: Partition) -> int:
+    async def _load_partition(self, partition: Partition, load: PartitionLoad) -> tuple[int, int]:
+        """Replay the partition's records; returns how many there were and the offset read up to."""
         storage_log = partition.log
-        # Like Kafka's coordinator loader, read to the log end: every record there was acknowledged.
+        # Like Kafka's coordinator loader, read to the log end: as leader, all of it will be committed.
         offset = storage_log.log_start_offset
         end = storage_log.log_end_offset
         count = 0
@@ -287,7 +568,9 @@ class GroupCoordinator:
                 break
             offset = next_offset
             await trio.sleep(0)
-        return count
+            if self._led.get(load.index) is not load:
+                break  # resigned meanwhile: the caller sees it
+        return count, end
 
     def _replay(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
         if key_bytes is None:
@@ -316,10 +599,6 @@ class GroupCoordinator:
 
     # ============================================================================ groups
 
-    def check_active(self) -> None:
-        if not self.active:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is loading or stopping.")
-
     def check_group_id(self, group_id: str) -> None:
         """Group ids must fit the records that store them."""
         if len(group_id.encode()) > MAX_STRING_BYTES:
@@ -332,10 +611,11 @@ class GroupCoordinator:
         self.groups[group_id] = group
         return group
 
-    def _remove_group(self, group: Group) -> None:
+    def _remove_group(self, group: Group, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
+        """Forget ``group``: requests parked on it are answered ``error``, its timers cancelled."""
         if isinstance(group, ClassicGroup):
             group.transition_to(ClassicGroupState.DEAD, self.now_ms())
-        self._protocol_of(group).on_removed(group)
+        self._protocol_of(group).on_removed(group, error)
         self.groups.pop(group.group_id, None)
 
     # -- consumer groups (KIP-848) next to classic ones --
@@ -353,22 +633,33 @@ class GroupCoordinator:
         self._append(group.group_id, self._group_tombstones(group))
         self._remove_group(group)
 
-    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> tuple[ErrorCode, list[ListedGroup]]:
+        """The groups of the partitions led and loaded here, as Kafka's ListGroups gives them: with
+        COORDINATOR_LOAD_IN_PROGRESS while some partition loads, none while the broker stops."""
+        if self._stopping:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
         listed = []
+        every_partition = not self._loading and self.broker.cluster is None
         for group in self.groups.values():
+            if not every_partition and not self._is_loaded(group.group_id):
+                continue
             state = str(group.state)
             if wanted_states and state.lower() not in wanted_states:
                 continue
             if wanted_types and group.type.value not in wanted_types:
                 continue
             listed.append(ListedGroup(group.group_id, group.protocol_type or "", state, group.type))
-        return listed
+        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE), listed
 
     def delete_group(self, group_id: str) -> None:
-        """Delete an empty group and its offsets; raises GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP."""
-        self.check_active()
+        """Delete an empty group and its offsets; raises GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP (and
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE). The caller awaits
+        :meth:`await_written` before answering."""
+        self.check_group(group_id)
         group = self.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -396,8 +687,9 @@ class GroupCoordinator:
         offsets: list[CommitRequestOffset],
         api_version: int,
     ) -> dict[tuple[str, int], ErrorCode]:
-        """Commit offsets; raises KafkaError for an error that applies to every partition."""
-        self.check_active()
+        """Commit offsets; raises KafkaError for an error that applies to every partition. The caller
+        awaits :meth:`await_written` before answering."""
+        self.check_group(group_id)
         self.check_group_id(group_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -453,7 +745,7 @@ class GroupCoordinator:
         raises UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or ILLEGAL_GENERATION for the whole request. An
         unknown or dead group has no offsets, whatever the member fields say.
         """
-        self.check_active()
+        self.check_group(group_id)
         group = self.groups.get(group_id)
         committed: dict[str, dict[int, OffsetAndMetadata]] = {}
         if group is not None:
@@ -486,7 +778,7 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> dict[tuple[str, int], ErrorCode]:
         """OffsetDelete: forget committed offsets of topics the group no longer consumes."""
-        self.check_active()
+        self.check_group(group_id)
         group = self.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -511,12 +803,15 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> None:
         """Drop offsets past ``offsets.retention.minutes`` and delete empty groups left without any."""
-        if not self.active:
+        if self._stopping:
             return
+        self._forget_replicated()
         now = self.now_ms()
         retention_ms = self.config.offsets_retention_minutes * 60_000
         for group in list(self.groups.values()):
             group_id = group.group_id
+            if not self._is_loaded(group_id):
+                continue  # its partition is still loading
             may_expire, base = group.offset_expiry_base_ms()
             if may_expire:
                 subscribed = group.subscribed_topics() or set()

@@ -4,8 +4,9 @@ Describes consumer groups of the KIP-848 protocol: state (Empty, Assigning, Reco
 epoch, assignment epoch, the server assignor in use and, per member, its epoch, client, subscription
 (names and regex), current assignment and target assignment, with topic names next to topic ids.
 A group id that is unknown or belongs to a classic group gets GROUP_ID_NOT_FOUND (DescribeGroups
-describes those); an empty group id INVALID_GROUP_ID; every group COORDINATOR_NOT_AVAILABLE while
-``__consumer_offsets`` loads. v1 adds each member's type: 1 for a member of the consumer protocol, 0
+describes those); an empty group id INVALID_GROUP_ID; a group whose ``__consumer_offsets`` partition is
+not led here NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while it loads; COORDINATOR_NOT_AVAILABLE
+while the broker stops. v1 adds each member's type: 1 for a member of the consumer protocol, 0
 for a member that uses the classic protocol (JoinGroup/SyncGroup) inside the consumer group, after an
 online upgrade or because a classic consumer joined it. Authorized operations are not computed.
 """

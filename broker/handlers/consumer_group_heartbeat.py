@@ -15,13 +15,15 @@ GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the group id belongs to a classic gr
 cannot be upgraded: group.consumer.migration.policy forbids it, its protocol type is not ``consumer``,
 or its members' embedded protocol cannot be read; a classic group that can be is converted, with its
 members),
-UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, COORDINATOR_NOT_AVAILABLE while
-``__consumer_offsets`` loads.
+UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, NOT_COORDINATOR (the group's ``__consumer_offsets``
+partition is not led here), COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE while
+the broker stops or when what the heartbeat wrote is not replicated within offsets.commit.timeout.ms.
 """
 from __future__ import annotations
 
 from broker.handlers.join_group import _host
 from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
 from wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from wire.protocol import ApiKey
 
@@ -38,7 +40,9 @@ async def handle_consumer_group_heartbeat(
         owned = {}
         for topic in request.topic_partitions:
             owned[topic.topic_id] = owned.get(topic.topic_id, frozenset()) | frozenset(topic.partitions)
-    protocol = (await ctx.broker.group_coordinator()).consumer
+    coordinator = ctx.broker.groups
+    await coordinator.prepare_to_store()
+    protocol = coordinator.consumer
     from broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
 
     result = protocol.heartbeat(
@@ -58,6 +62,13 @@ async def handle_consumer_group_heartbeat(
             api_version=ctx.api_version,
         )
     )
+    if result.error is ErrorCode.NONE:
+        # Answered once the records this heartbeat wrote are replicated (Kafka's runtime defers it
+        # the same way; a timeout is COORDINATOR_NOT_AVAILABLE).
+        written = await coordinator.await_written(request.group_id)
+        if written is not ErrorCode.NONE:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if written is ErrorCode.REQUEST_TIMED_OUT else written
+            return ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=0, heartbeat_interval_ms=0)
     assignment = None
     if result.assignment is not None:
         assignment = Assignment(

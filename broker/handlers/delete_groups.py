@@ -2,7 +2,9 @@
 
 Deletes empty groups together with their committed offsets (tombstones in ``__consumer_offsets``).
 Each group gets its own result: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (it still has members),
-INVALID_GROUP_ID (a null group id), or COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+INVALID_GROUP_ID (a null group id), NOT_COORDINATOR (its ``__consumer_offsets`` partition is not led
+here), COORDINATOR_LOAD_IN_PROGRESS while that partition loads, or COORDINATOR_NOT_AVAILABLE (the broker
+stops, or the tombstones are not replicated within offsets.commit.timeout.ms).
 """
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest
             continue
         try:
             coordinator.delete_group(group_id)
-            code = ErrorCode.NONE
+            code = await coordinator.await_written(group_id)
+            if code is ErrorCode.REQUEST_TIMED_OUT:  # Kafka's mapping of a write not replicated in time
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         except KafkaError as exc:
             code = exc.code
         results.append(Result(group_id=group_id, error_code=code))

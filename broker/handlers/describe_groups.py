@@ -2,7 +2,9 @@
 
 State, protocol type and members of classic groups. A Stable group also reports its protocol and each
 member's metadata and assignment; other states list members without them. An unknown group is
-reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. v4 adds each member's group.instance.id;
+reported in state Dead, and from v6 with GROUP_ID_NOT_FOUND. Each group not coordinated here gets
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while its partition loads, COORDINATOR_NOT_AVAILABLE while
+the broker stops. v4 adds each member's group.instance.id;
 authorized operations (v3+), when asked for, are every operation a group supports: there is no authorizer. A consumer group of the KIP-848 protocol — also one
 whose members use the classic protocol, after an online upgrade — is reported like an unknown group, as
 Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
@@ -33,8 +35,9 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     )
     described = []
     for group_id in request.groups:
-        if not coordinator.active:
-            described.append(_error(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        error = coordinator.group_error(group_id)
+        if error is not ErrorCode.NONE:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...NOT_AVAILABLE
+            described.append(_error(group_id, error))
             continue
         group = coordinator.groups.get(group_id)
         if not isinstance(group, ClassicGroup):

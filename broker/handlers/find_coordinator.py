@@ -1,23 +1,21 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Which broker coordinates a group (key type 0) or a transactional id (key type 1). This broker
-coordinates every group: the answer is always its own node id and advertised host and port, and the
-first lookup creates ``__consumer_offsets`` (Kafka creates it on first use too, but answers
-COORDINATOR_NOT_AVAILABLE until it exists; here it exists by the time the answer is sent).
-Versions 0-3 look up one key; from v4 a request carries a batch of keys of one type and each gets its
-own result. Transaction coordinators are not served yet (COORDINATOR_NOT_AVAILABLE); share group keys
-(type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
+Which broker coordinates a group (key type 0) or a transactional id (key type 1). A group's
+coordinator is the leader of its partition of ``__consumer_offsets`` (as in Kafka): its node id and
+advertised host and port, from the live brokers. The first lookup creates ``__consumer_offsets``
+(Kafka creates it on first use too); COORDINATOR_NOT_AVAILABLE while the partition has no live leader
+or the topic cannot be created yet (fewer live brokers than offsets.topic.replication.factor, say:
+logged once). On a single node the answer is always this broker, and the topic exists by the time it
+is sent. Versions 0-3 look up one key; from v4 a request carries a batch of keys of one type and each
+gets its own result. Transaction coordinators are not served yet (COORDINATOR_NOT_AVAILABLE); share
+group keys (type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
 """
 from __future__ import annotations
-
-import logging
 
 from broker.handlers.registry import RequestContext, handles
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from wire.protocol import ApiKey
-
-log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -48,13 +46,17 @@ async def _coordinator(
 ) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     broker = ctx.broker
     if key_type == GROUP_KEY_TYPE:
+        coordinator = broker.groups
         try:
-            await broker.groups.ensure_offsets_topic()
+            await coordinator.ensure_offsets_topic()  # a failure is logged there, once
         except KafkaError as exc:
-            log.warning("cannot create the group coordinator's topic: %s", exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message or None, NO_NODE
-        host, port = broker.config.advertised_address
-        return ErrorCode.NONE, None, (broker.node_id, host, port)
+        leader = coordinator.coordinator_id(key)
+        live = broker.topics.live_brokers()
+        if leader is None or leader not in live:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
+        host, port, _rack = live[leader]
+        return ErrorCode.NONE, None, (leader, host, port)
     if key_type == TRANSACTION_KEY_TYPE:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The transaction coordinator is not available.", NO_NODE
     return ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}.", NO_NODE

@@ -2,7 +2,10 @@
 
 Keeps a classic group member's session alive. The answer tells the member what to do next: NONE
 (carry on), REBALANCE_IN_PROGRESS (rejoin), ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID (its membership is
-gone: rejoin from scratch), FENCED_INSTANCE_ID (another process took its group.instance.id, v3+).
+gone: rejoin from scratch), FENCED_INSTANCE_ID (another process took its group.instance.id, v3+);
+NOT_COORDINATOR when the group's ``__consumer_offsets`` partition is not led here,
+COORDINATOR_LOAD_IN_PROGRESS while it loads. As in Kafka's classic coordinator a heartbeat writes
+nothing and waits for nothing.
 A classic member of a consumer group (KIP-848) is told REBALANCE_IN_PROGRESS when the group epoch has
 moved past its member epoch, when it must revoke partitions, or when partitions it waits for have been
 released; it then rejoins to get its new assignment.

@@ -9,7 +9,9 @@ without a member id is first answered MEMBER_ID_REQUIRED with its new id; v5 add
 (group.instance.id); v7 returns the protocol type; v9 lets a static leader that rejoins a stable group
 skip the assignment. Errors: INVALID_GROUP_ID (empty group id), INVALID_SESSION_TIMEOUT (outside
 group.min/max.session.timeout.ms), INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+GROUP_MAX_SIZE_REACHED, NOT_COORDINATOR (the group's ``__consumer_offsets`` partition is not led here),
+COORDINATOR_LOAD_IN_PROGRESS while that partition loads, COORDINATOR_NOT_AVAILABLE while the broker
+stops; REBALANCE_IN_PROGRESS when what the join wrote is not replicated within offsets.commit.timeout.ms.
 An empty consumer group (KIP-848) of that id becomes a classic group, keeping its offsets. A JoinGroup
 to a consumer group with members makes the consumer a member that uses the classic protocol inside it
 (see :mod:`broker.groups.consumer_protocol`): it is answered at once, with the member's epoch as the
@@ -20,17 +22,24 @@ INCONSISTENT_GROUP_PROTOCOL; a full group (group.consumer.max.size) GROUP_MAX_SI
 from __future__ import annotations
 
 from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
 from wire.messages import JoinGroupRequest, JoinGroupResponse
 from wire.protocol import ApiKey
 
 Member = JoinGroupResponse.JoinGroupResponseMember
+
+#: What a group metadata write that was not replicated in time means to JoinGroup and SyncGroup.
+_GROUP_WRITE_ERRORS = {ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS}
 
 
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-    coordinator = await ctx.broker.group_coordinator()
+    coordinator = ctx.broker.groups
+    await coordinator.prepare_to_store()
+    from broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.groups)
+
     coordinator.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
     reply = coordinator.classic.join(
         group_id=request.group_id,
@@ -46,6 +55,12 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
         reason=request.reason,
     )
     result = await reply.wait()
+    if result.error is ErrorCode.NONE:
+        # Answered once what the join wrote (a static member's new id, say) is replicated; Kafka maps a
+        # timed-out group metadata write to REBALANCE_IN_PROGRESS.
+        written = await coordinator.await_written(request.group_id)
+        if written is not ErrorCode.NONE:
+            result = JoinResult(_GROUP_WRITE_ERRORS.get(written, written), result.member_id)
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""  # not nullable before v7

@@ -1,15 +1,16 @@
 """ListGroups (key 16), versions 0-5.
 
-Every group this broker coordinates, with its protocol type; v4 adds the state of each group and a
+Every group this broker coordinates (those of the ``__consumer_offsets`` partitions it leads), with its
+protocol type; v4 adds the state of each group and a
 filter by state (case-insensitive, e.g. ``Stable``, ``Empty``), v5 the group type (``classic`` or
 ``consumer``) and a filter by type. A consumer group with members that use the classic protocol (after
 an online upgrade) is of type ``consumer``, protocol type ``consumer``, as in Kafka.
-COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads.
+While some partition loads, the groups of the others come with COORDINATOR_LOAD_IN_PROGRESS, as in
+Kafka; COORDINATOR_NOT_AVAILABLE (and no groups) while the broker stops.
 """
 from __future__ import annotations
 
 from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
 from wire.messages import ListGroupsRequest, ListGroupsResponse
 from wire.protocol import ApiKey
 
@@ -19,12 +20,11 @@ Listed = ListGroupsResponse.ListedGroup
 @handles(ApiKey.LIST_GROUPS, 0, 5)
 async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = ctx.broker.groups
-    if not coordinator.active:
-        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
     states = request.states_filter if ctx.api_version >= 4 else []
     types = request.types_filter if ctx.api_version >= 5 else []
+    error, listed = coordinator.list_groups(states, types)
     return ListGroupsResponse(
-        error_code=ErrorCode.NONE,
+        error_code=error,
         groups=[
             Listed(
                 group_id=group.group_id,
@@ -32,6 +32,6 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
                 group_state=group.state,
                 group_type=str(group.type),
             )
-            for group in coordinator.list_groups(states, types)
+            for group in listed
         ],
     )

@@ -14,7 +14,10 @@ Errors: ILLEGAL_GENERATION (a member of an older generation: after a rebalance i
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (the group is between JoinGroup and
 SyncGroup), GROUP_ID_NOT_FOUND (v9+, a member commit to a group that does not exist; older versions get
 ILLEGAL_GENERATION), OFFSET_METADATA_TOO_LARGE (per partition, offset.metadata.max.bytes),
-COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads. During a cooperative rebalance the
+NOT_COORDINATOR (the group's ``__consumer_offsets`` partition is not led here),
+COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE while the broker stops, and
+REQUEST_TIMED_OUT when the commit is not replicated within offsets.commit.timeout.ms (the response waits
+for the partition's high watermark, as Kafka's acks=all write does). During a cooperative rebalance the
 members keep their generation until the join phase completes, so their commits of the partitions they
 keep are accepted, as in Kafka.
 
@@ -42,7 +45,8 @@ TOPIC_IDS_MIN_VERSION = 10
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
-    coordinator = await broker.group_coordinator()
+    coordinator = broker.groups
+    await coordinator.prepare_to_store()
     from broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
 
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
@@ -82,6 +86,12 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
             )
         except KafkaError as exc:
             everywhere = exc.code
+        else:
+            # Acknowledged once replicated (acks=all). Kafka's commit error mapping passes
+            # REQUEST_TIMED_OUT through, and NOT_COORDINATOR when leadership moved meanwhile.
+            written = await coordinator.await_written(request.group_id)
+            if written is not ErrorCode.NONE:
+                results = {tp: written if code is ErrorCode.NONE else code for tp, code in results.items()}
 
     responses = []
     for i, topic in enumerate(request.topics):

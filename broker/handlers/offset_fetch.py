@@ -4,8 +4,9 @@ A group's committed offsets, with their leader epochs and metadata strings; -1 f
 without one. From v2 a null topic list asks for every partition the group has committed; from v8 one
 request asks for several groups, each with its own error. ``require_stable`` (v7+) asks not to see
 offsets of transactions still in flight; offsets committed outside transactions are always stable.
-Errors: COORDINATOR_NOT_AVAILABLE while ``__consumer_offsets`` loads, INVALID_GROUP_ID for a null
-group id; v10 names topics by id (UNKNOWN_TOPIC_ID for ids this broker does not know).
+Errors (per group from v8): NOT_COORDINATOR when the group's ``__consumer_offsets`` partition is not
+led here, COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE while the broker stops,
+INVALID_GROUP_ID for a null group id; v10 names topics by id (UNKNOWN_TOPIC_ID for ids this broker does not know).
 
 v9 adds ``member_id`` and ``member_epoch`` to each group. A consumer-protocol (KIP-848) member reads
 its offsets with them; admin clients and classic consumers leave them null and -1, which any group

@@ -7,8 +7,9 @@ assignment at once.
 
 Version notes: v3 adds group.instance.id; v5 sends the protocol type and name, which must match the
 group's (INCONSISTENT_GROUP_PROTOCOL otherwise). Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (a new rebalance started: rejoin), INVALID_GROUP_ID,
-COORDINATOR_NOT_AVAILABLE.
+FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (a new rebalance started, or the assignment was not replicated
+within offsets.commit.timeout.ms: rejoin), INVALID_GROUP_ID, NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (while the broker stops).
 
 A classic member of a consumer group (KIP-848) gets the assignment the coordinator computed for it,
 encoded as a ConsumerProtocol assignment of its subscription's version; REBALANCE_IN_PROGRESS when the
@@ -16,14 +17,17 @@ group moved on since its JoinGroup, ILLEGAL_GENERATION when its generation is no
 """
 from __future__ import annotations
 
+from broker.handlers.join_group import _GROUP_WRITE_ERRORS
 from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
 from wire.messages import SyncGroupRequest, SyncGroupResponse
 from wire.protocol import ApiKey
 
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
-    reply = ctx.broker.groups.classic.sync(
+    coordinator = ctx.broker.groups
+    reply = coordinator.classic.sync(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id,
@@ -33,6 +37,11 @@ async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> S
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
     result = await reply.wait()
+    if result.error is ErrorCode.NONE:
+        # The assignment is given once the group's metadata carrying it is replicated.
+        written = await coordinator.await_written(request.group_id)
+        if written is not ErrorCode.NONE:
+            return SyncGroupResponse(error_code=_GROUP_WRITE_ERRORS.get(written, written), assignment=b"")
     return SyncGroupResponse(
         error_code=result.error,
         protocol_type=result.protocol_type,
