@@ -24,6 +24,7 @@ from storage.manager import LogManager
 from storage.topics import TopicCatalog
 
 if TYPE_CHECKING:
+    from broker.partition import Partition
     from broker.cluster.zookeeper import ZooKeeperCluster
     from broker.replication.manager import ReplicaManager
     from broker.groups.coordinator import GroupCoordinator
@@ -94,8 +95,15 @@ class Broker:
             delete_topic_enable=config.delete_topic_enable,
         )
         self.replicas = ReplicaManager(config, self.cluster)
+        self.replicas.on_leadership = self._on_leadership
         return ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
                                    self.replicas)
+
+    def _on_leadership(self, partition: Partition, leading: bool) -> None:
+        """The group coordinator follows the leaders of ``__consumer_offsets``' partitions (once loaded;
+        when it loads, it looks at which it leads)."""
+        if partition.topic == OFFSETS_TOPIC and self._groups is not None:
+            self._groups.on_partition_leadership(partition.index, leading)
 
     async def change_dynamic_configs(
         self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False

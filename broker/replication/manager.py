@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import trio
@@ -53,6 +53,9 @@ class ReplicaManager:
         self._isr_changes: set[Partition] = set()
         self._isr_wakeup = trio.Event()
         self._nursery: trio.Nursery | None = None
+        #: Told ``(partition, leading)`` when this broker starts or stops leading a partition, or leads
+        #: it under a new epoch (the group coordinator follows ``__consumer_offsets`` this way).
+        self.on_leadership: Callable[[Partition, bool], None] | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The fetchers, the ISR check and the ISR writer, until cancelled."""
@@ -71,6 +74,9 @@ class ReplicaManager:
         leader, or, when it has no leader or this broker holds no replica, neither."""
         was_leader, old_epoch = partition.is_leader, partition.leader_epoch
         partition.set_state(state.leader, state.leader_epoch, state.isr, replicas, state.version)
+        if self.on_leadership is not None and (was_leader or partition.is_leader):
+            if partition.is_leader != was_leader or old_epoch != state.leader_epoch:
+                self.on_leadership(partition, partition.is_leader)
         if partition.log is None:
             return
         if partition.is_leader:
@@ -98,6 +104,8 @@ class ReplicaManager:
     def stop_replica(self, partition: Partition) -> None:
         """The partition is gone from this broker (its topic deleted)."""
         self._unfollow(partition)
+        if partition in self._leading and self.on_leadership is not None:
+            self.on_leadership(partition, False)
         self._leading.discard(partition)
         self._isr_changes.discard(partition)
         partition.isr_listener = None
