@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  trafka produce TOPIC < lines\n"
                "  trafka consume TOPIC [--from-beginning] [--max-messages N]\n"
                "  trafka control --port CONTROL_PORT faults list|add RULE|remove ID|clear|wait ID\n"
+               "a replicated cluster on this machine (brokers and a ZooKeeper):\n"
+               "  trafka cluster [--brokers 3] [--port 9092] [--zookeeper HOST:PORT] [--data-dir DIR]\n"
                "each with --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -153,6 +155,10 @@ async def run(config: BrokerConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "cluster":
+        from broker.local_cluster import main as cluster
+
+        return cluster(argv[1:])
     if argv and argv[0] == "control":
         from broker.control_client import main as control
 

@@ -8,16 +8,24 @@ Fixtures:
   ``stop()`` and ``create_topic()``.
 * ``trafka_topic``: a factory of topics unique to the test, created on the session's broker:
   ``trafka_topic()``, ``trafka_topic(partitions=3, configs={"retention.ms": 60000})``.
+* ``trafka_cluster``: a replicated cluster of three brokers for one test, a
+  ``broker.testing.TrafkaCluster`` with ``bootstrap_servers``, ``broker(node_id)`` (each with
+  ``kill()``, ``start()``, ``restart()``), ``leader(topic, partition)`` and ``create_topic()``. Its
+  brokers coordinate through the ZooKeeper given with ``--trafka-zookeeper HOST:PORT`` (or the
+  ``trafka_zookeeper`` ini option, or ``$TRAFKA_ZOOKEEPER``); without one, a ZooKeeper is started for
+  the session from a local installation (broker.zookeeper_server). Each cluster has its own chroot.
 """
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from broker.testing import TrafkaBroker
+from broker.testing import TrafkaBroker, TrafkaCluster
+from broker.zookeeper_server import LocalZooKeeper
 
 _topic_numbers = itertools.count()
 
@@ -50,3 +58,29 @@ def trafka_topic(trafka: TrafkaBroker, request: pytest.FixtureRequest) -> Callab
         return trafka.create_topic(f"{base}-{next(_topic_numbers)}", partitions, configs)
 
     return make
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--trafka-zookeeper", metavar="HOST:PORT",
+                     help="the ZooKeeper trafka_cluster's brokers coordinate through (default: one started "
+                          "for the session from a local installation)")
+    parser.addini("trafka_zookeeper", "the ZooKeeper trafka_cluster's brokers coordinate through (HOST:PORT)")
+
+
+@pytest.fixture(scope="session")
+def trafka_zookeeper(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of the ZooKeeper the session's clusters use (given, or started for the session)."""
+    given = (request.config.getoption("--trafka-zookeeper") or request.config.getini("trafka_zookeeper")
+             or os.environ.get("TRAFKA_ZOOKEEPER"))
+    if given:
+        yield given
+        return
+    with LocalZooKeeper(tmp_path_factory.mktemp("trafka-zookeeper") / "data") as zookeeper:
+        yield zookeeper.connect_string
+
+
+@pytest.fixture
+def trafka_cluster(trafka_zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaCluster]:
+    """Three trafka brokers forming one replicated cluster, for this test."""
+    with TrafkaCluster(3, zookeeper=trafka_zookeeper, data_dir=tmp_path_factory.mktemp("trafka-cluster")) as cluster:
+        yield cluster

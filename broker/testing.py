@@ -11,6 +11,7 @@
         rule = broker.add_fault("error", api="produce", topic="orders", error="NOT_LEADER_OR_FOLLOWER", count=1)
         broker.wait_for_hits(rule["id"])  # instead of a sleep
 
+:class:`TrafkaCluster` runs several brokers as one replicated cluster coordinated through ZooKeeper.
 The pytest plugin (``broker.pytest_plugin``) offers the same as fixtures. The broker runs as
 ``python -m broker`` with the interpreter running the caller, listening on 127.0.0.1; its log goes to
 ``broker.log`` beside the data directory.
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -34,13 +36,15 @@ from types import TracebackType
 from broker.admin_client import AdminClient, ClientError
 from broker.control_client import ControlClient, ControlError
 from wire.errors import ErrorCode
-from wire.messages import CreateTopicsRequest, CreateTopicsResponse
+from broker.zookeeper_server import LocalZooKeeper, ZooKeeperError
+from wire.messages import CreateTopicsRequest, MetadataRequest
 
 READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 CREATE_TOPICS_VERSION = 7
+METADATA_VERSION = 10
 
 
 class BrokerError(RuntimeError):
@@ -136,14 +140,7 @@ class TrafkaBroker:
 
     def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None) -> str:
         """Create a topic (raises BrokerError with Kafka's error when the broker refuses); returns its name."""
-        topic = CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v)) for k, v in (configs or {}).items()],
-        )
-        (result,) = self._create_topics(CreateTopicsRequest(topics=[topic], timeout_ms=30_000)).topics
-        if result.error_code != ErrorCode.NONE:
-            raise BrokerError(f"creating topic {name}: {ErrorCode(result.error_code).name}: {result.error_message}")
-        return name
+        return _create_topic(self.bootstrap_servers, name, partitions, 1, configs)
 
     # -- fault rules (kept in the running broker's memory; a restart clears them) ----------------------
 
@@ -221,12 +218,149 @@ class TrafkaBroker:
     def _log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def _create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+
+#: A killed broker's partitions fail over once its ZooKeeper session expires: 6 s here rather than
+#: Kafka's default 18 s, so that tests and developers do not wait for it.
+CLUSTER_DEFAULTS: dict[str, object] = {"zookeeper.session.timeout.ms": 6000}
+
+
+class TrafkaCluster:
+    """Several trafka brokers forming one replicated cluster through ZooKeeper, each its own process.
+
+        with TrafkaCluster(brokers=3) as cluster:
+            cluster.create_topic("orders", partitions=3, replication_factor=3)
+            leader = cluster.leader("orders", 0)
+            cluster.broker(leader).kill()          # SIGKILL: another replica takes over
+            cluster.broker(leader).start()         # it comes back, catches up and rejoins the ISR
+
+    ``zookeeper`` is ``host:port`` of a running ZooKeeper; without it one is started from a local
+    installation (broker.zookeeper_server). Each cluster lives under its own ZooKeeper ``chroot`` (by
+    default a new one), so clusters can share a ZooKeeper; a cluster started again over the same
+    ``data_dir`` must be given the chroot it had. Brokers get ids 1..n (on ``ports`` when given), and
+    ``properties`` apply to all of them, over CLUSTER_DEFAULTS.
+    """
+
+    def __init__(self, brokers: int = 3, *, zookeeper: str | None = None,
+                 data_dir: str | os.PathLike[str] | None = None, properties: Mapping[str, object] | None = None,
+                 ports: list[int] | None = None, chroot: str | None = None) -> None:
+        if brokers < 1:
+            raise BrokerError("a cluster has at least one broker")
+        self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-cluster-")
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(self._temp_dir)
+        self._zookeeper_address = zookeeper
+        self._local_zookeeper: LocalZooKeeper | None = None
+        self.chroot = f"/trafka-{uuid.uuid4().hex[:12]}" if chroot is None else chroot
+        self.properties = {**CLUSTER_DEFAULTS, **(properties or {})}
+        self.brokers = [TrafkaBroker(self.data_dir / f"broker{node_id}" / "data") for node_id in range(1, brokers + 1)]
+        for broker, port in zip(self.brokers, ports or []):
+            broker.port = port
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """Where the brokers coordinate: ZooKeeper's ``host:port`` and this cluster's chroot."""
+        address = self._zookeeper_address or (self._local_zookeeper.connect_string if self._local_zookeeper else "")
+        return f"{address}{self.chroot}"
+
+    def start(self) -> TrafkaCluster:
+        """Start ZooKeeper if this cluster runs its own, then every broker not running."""
+        if self._zookeeper_address is None and self._local_zookeeper is None:
+            try:
+                self._local_zookeeper = LocalZooKeeper(self.data_dir / "zookeeper").start()
+            except ZooKeeperError as exc:
+                raise BrokerError(str(exc)) from None
+        for node_id, broker in enumerate(self.brokers, start=1):
+            broker.properties = {key: str(value) for key, value in {
+                **self.properties, "broker.id": node_id, "zookeeper.connect": self.zookeeper_connect}.items()}
+            if not broker.running:
+                broker.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker (cleanly), then this cluster's own ZooKeeper."""
         try:
-            with AdminClient(self.bootstrap_servers, timeout=60) as client:
-                return client.request(request, CREATE_TOPICS_VERSION)
-        except ClientError as exc:
-            raise BrokerError(str(exc)) from None
+            for broker in self.brokers:
+                broker.stop()
+        finally:
+            if self._local_zookeeper is not None:
+                self._local_zookeeper.stop()
+                self._local_zookeeper = None
+
+    def close(self) -> None:
+        """Stop everything and remove the temporary directory, if the cluster made one."""
+        try:
+            self.stop()
+        finally:
+            if self._temp_dir is not None:
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> TrafkaCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The running brokers' addresses, comma-separated."""
+        return ",".join(broker.bootstrap_servers for broker in self.brokers if broker.running)
+
+    def broker(self, node_id: int) -> TrafkaBroker:
+        """The broker with id ``node_id`` (1..n): ``kill()``, ``start()``, ``restart()``, ``stop()``."""
+        if not 1 <= node_id <= len(self.brokers):
+            raise BrokerError(f"no broker {node_id} in a cluster of {len(self.brokers)}")
+        return self.brokers[node_id - 1]
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     configs: Mapping[str, object] | None = None) -> str:
+        """Create a topic, replicated on ``replication_factor`` brokers (default: all, at most 3)."""
+        replication = min(3, len(self.brokers)) if replication_factor is None else replication_factor
+        return _create_topic(self.bootstrap_servers.split(",")[0], name, partitions, replication, configs)
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        """The id of the partition's leader as the cluster says it now (-1: none)."""
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                  allow_auto_topic_creation=False)
+        response, failure = None, None
+        for broker in self.brokers:
+            if broker.running:
+                try:
+                    with AdminClient(broker.bootstrap_servers, timeout=30) as client:
+                        response = client.request(request, METADATA_VERSION)
+                    break
+                except ClientError as exc:
+                    failure = exc
+        if response is None:
+            raise BrokerError(f"no broker answered: {failure}" if self.bootstrap_servers else "no broker is running")
+        for found in response.topics:
+            for p in found.partitions:
+                if p.partition_index == partition:
+                    return p.leader_id
+        raise BrokerError(f"no partition {topic}-{partition}")
+
+    def __repr__(self) -> str:
+        return f"<TrafkaCluster {self.bootstrap_servers or 'stopped'} zookeeper={self.zookeeper_connect}>"
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
+                  configs: Mapping[str, object] | None) -> str:
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v)) for k, v in (configs or {}).items()],
+    )
+    try:
+        with AdminClient(bootstrap, timeout=60) as client:
+            response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), CREATE_TOPICS_VERSION)
+    except ClientError as exc:
+        raise BrokerError(str(exc)) from None
+    (result,) = response.topics
+    if result.error_code != ErrorCode.NONE:
+        raise BrokerError(f"creating topic {name}: {ErrorCode(result.error_code).name}: {result.error_message}")
+    return name
 
 
 def _port_is_free(port: int) -> bool:

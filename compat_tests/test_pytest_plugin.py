@@ -22,7 +22,7 @@ def readme_example(marker: str) -> str:
     return re.search(r"```python\n(.*?)```", section, re.DOTALL)[1]
 
 
-@pytest.mark.parametrize("marker", ["the example test", "the fault example"])
+@pytest.mark.parametrize("marker", ["the example test", "the fault example", "the cluster example"])
 def test_the_readme_example_tests_pass(tmp_path: Path, marker: str):
     (tmp_path / "test_example.py").write_text(readme_example(marker))
 

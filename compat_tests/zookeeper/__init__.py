@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from broker.zookeeper_server import SERVER_CONFIG, four_letter_word, free_port, serves_clients
 from compat_tests.process import ChildProcess
 
 HERE = Path(__file__).resolve().parent
@@ -28,21 +29,9 @@ HOST = "127.0.0.1"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
                "-Djava.awt.headless=true")
-#: zoo.cfg settings for a quick standalone server; a test may override any of them. A short tick lets
-#: sessions as short as one second (so that a crashed broker's ephemeral nodes go away quickly), and
-#: forceSync=no spares the shared disk an fsync per write: a SIGKILLed server loses nothing by it, only a
-#: crashed machine would.
-DEFAULT_CONFIG = {
-    "tickTime": "500",
-    "minSessionTimeout": "1000",
-    "maxSessionTimeout": "60000",
-    "maxCnxns": "1000",
-    "maxClientCnxns": "0",
-    "preAllocSize": "1024",
-    "forceSync": "no",
-    "admin.enableServer": "false",
-    "4lw.commands.whitelist": "ruok,stat,srvr,mntr",
-}
+#: zoo.cfg settings for a quick standalone server (the product's local ZooKeeper's, see
+#: broker.zookeeper_server); a test may override any of them.
+DEFAULT_CONFIG = {**SERVER_CONFIG, "maxCnxns": "1000"}
 
 
 class ZooKeeperUnavailable(RuntimeError):
@@ -51,12 +40,6 @@ class ZooKeeperUnavailable(RuntimeError):
 
 class ZooKeeperStartError(RuntimeError):
     """The ZooKeeper process exited, or did not serve clients in time, instead of starting."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def _port_is_free(port: int) -> bool:
@@ -99,7 +82,7 @@ class ZooKeeperServer(ChildProcess):
             raise RuntimeError(f"{self.name} is already running")
         check_available()
         if not self.port:
-            self.port = _free_port()
+            self.port = free_port()
         else:
             self._wait_for_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -185,22 +168,3 @@ def write_config(path: Path, data_dir: Path, port: int, overrides: Mapping[str, 
         **{key: str(value) for key, value in (overrides or {}).items()},
     }
     Path(path).write_text("".join(f"{key}={value}\n" for key, value in config.items()))
-
-
-def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
-    """Send a four-letter word to the ZooKeeper at ``host:port`` and return its whole answer."""
-    with socket.create_connection((host, port), timeout=timeout) as connection:
-        connection.sendall(word.encode("ascii"))
-        chunks = []
-        while chunk := connection.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
-def serves_clients(host: str, port: int) -> bool:
-    """Whether the ZooKeeper at ``host:port`` is up and serving requests (not still loading its data)."""
-    try:
-        answer = four_letter_word(host, port, "srvr", timeout=1.0)
-    except OSError:
-        return False
-    return "Mode: " in answer
