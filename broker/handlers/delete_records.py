@@ -1,9 +1,10 @@
 """DeleteRecords (key 21), versions 0-2.
 
 Moves each partition's log start offset up to the given offset: records below it can no longer be
-read, and segments wholly below it are deleted. The result is the new low watermark, the log start
-offset (with one replica there is no slower replica to wait for). Offset -1 means the high
-watermark, i.e. delete everything consumers can currently see.
+read, and segments wholly below it are deleted. The result is the new low watermark, the leader's log start
+offset; followers move theirs when they next fetch (they follow the leader's log start offset).
+Offset -1 means the high watermark, i.e. delete everything consumers can currently see. Only the
+partition's leader deletes; another broker answers NOT_LEADER_OR_FOLLOWER.
 
 Per partition, as Kafka answers: an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION; an
 internal topic INVALID_TOPIC_EXCEPTION; a topic whose ``cleanup.policy`` does not include delete
@@ -44,6 +45,8 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
             try:
                 if partition is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if not partition.is_leader:  # followers take the new log start from their leader
+                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 low_watermark = _delete_records(partition, wanted_partition.offset)
             except KafkaError as exc:
                 log.debug("DeleteRecords on %s-%d failed: %s", wanted.name, index, exc)

@@ -3,7 +3,8 @@
 Consumers use it after a leader change to detect log truncation (KIP-320): for the requested epoch
 the answer is the largest epoch at or below it and the offset where that epoch ended (the log end
 offset for the current epoch), from the partition's leader epoch cache. Epochs below the earliest
-known give UNDEFINED (-1, -1).
+known give UNDEFINED (-1, -1). Only the partition's leader answers; another broker
+NOT_LEADER_OR_FOLLOWER.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ async def handle_offset_for_leader_epoch(
                 partitions.append(EpochEndOffset(partition=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
+                if not partition.is_leader:
+                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 partition.check_leader_epoch(wanted_partition.current_leader_epoch)
             except KafkaError as exc:
                 partitions.append(EpochEndOffset(partition=index, error_code=exc.code))
