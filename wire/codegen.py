@@ -70,6 +70,9 @@ SERVED_APIS = (
     "ConsumerGroupDescribe",
     "DescribeTopicPartitions",
     "ListConfigResources",
+    "ElectLeaders",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
 )
 
 # Schemas without an api key, encoded inside other messages (JoinGroup/SyncGroup member metadata

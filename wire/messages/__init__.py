@@ -73,6 +73,15 @@ from wire.messages.list_config_resources import (
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
 )
+from wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from wire.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+from wire.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
 from wire.primitives import Message
 
@@ -108,7 +117,10 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -151,7 +163,10 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
     ApiKey.DELETE_GROUPS: DeleteGroupsRequest,
+    ApiKey.ELECT_LEADERS: ElectLeadersRequest,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsRequest,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
     ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersRequest,
@@ -193,7 +208,10 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
     ApiKey.DELETE_GROUPS: DeleteGroupsResponse,
+    ApiKey.ELECT_LEADERS: ElectLeadersResponse,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsResponse,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
     ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,
@@ -215,6 +233,8 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerGroupDescribeRequest",
@@ -245,6 +265,8 @@ __all__ = [
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchRequest",
@@ -267,6 +289,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "ListTransactionsRequest",
     "ListTransactionsResponse",
     "MetadataRequest",
