@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -211,8 +211,11 @@ class TopicManager:
         configs: Mapping[str, str | None] | None = None,
         *,
         validate_only: bool = False,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> Topic:
-        """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message."""
+        """Create a topic as CreateTopics does; raises KafkaError with Kafka's code and message.
+        ``replica_assignment`` (checked by the caller) gives each partition's replicas; on a single
+        node they are this node."""
         async with self._changes:
             num_partitions, _, topic_configs, log_config = self._check_new_topic(
                 name, num_partitions, replication_factor, configs)
@@ -323,7 +326,8 @@ class TopicManager:
         self.catalog.remove(name, save=False)
         return topic
 
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                replica_assignment: Sequence[Sequence[int]] | None = None) -> Topic:
         async with self._changes:
             return await self._create_partitions(name, count, validate_only)
 

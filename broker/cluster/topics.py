@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
@@ -175,14 +175,18 @@ class ClusterTopicManager(TopicManager):
     # -- changes ------------------------------------------------------------------------------------
 
     async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False) -> Topic:
+                     configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
+                     replica_assignment: Sequence[Sequence[int]] | None = None) -> Topic:
         async with self._changes:
             if name in self.cluster.topics:
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             num_partitions, replication_factor, topic_configs, log_config = self._check_new_topic(
                 name, num_partitions, replication_factor, configs)
-            racks = {node_id: rack for node_id, (_, _, rack) in self.live_brokers().items()}
-            placement = assign_replicas(racks, num_partitions, replication_factor)
+            if replica_assignment is not None:
+                placement = dict(enumerate(replica_assignment))
+            else:
+                racks = {node_id: rack for node_id, (_, _, rack) in self.live_brokers().items()}
+                placement = assign_replicas(racks, num_partitions, replication_factor)
             topic = Topic(name, new_topic_id(), topic_configs, log_config)
             if validate_only:
                 return topic
@@ -208,7 +212,13 @@ class ClusterTopicManager(TopicManager):
             await self._wait_until(lambda: self._topics.get(name) is not topic)
             return topic
 
-    async def _create_partitions(self, name: str, count: int, validate_only: bool) -> Topic:
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                replica_assignment: Sequence[Sequence[int]] | None = None) -> Topic:
+        async with self._changes:
+            return await self._create_partitions(name, count, validate_only, replica_assignment)
+
+    async def _create_partitions(self, name: str, count: int, validate_only: bool,
+                                 replica_assignment: Sequence[Sequence[int]] | None = None) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -223,8 +233,11 @@ class ClusterTopicManager(TopicManager):
         replication_factor = len(topic.partitions[0].replicas)
         self._check_replication_factor(replication_factor)
         self._check_descriptors(name, count - current)
-        racks = {node_id: rack for node_id, (_, _, rack) in self.live_brokers().items()}
-        placement = assign_replicas(racks, count - current, replication_factor, first_partition=current)
+        if replica_assignment is not None:
+            placement = dict(enumerate(replica_assignment, start=current))
+        else:
+            racks = {node_id: rack for node_id, (_, _, rack) in self.live_brokers().items()}
+            placement = assign_replicas(racks, count - current, replication_factor, first_partition=current)
         if validate_only:
             return topic
         await self.cluster.add_partitions(name, [tuple(placement[index]) for index in range(current, count)])

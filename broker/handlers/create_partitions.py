@@ -1,7 +1,7 @@
 """CreatePartitions (key 37), versions 0-3.
 
-Raises a topic's partition count to ``count``; the new partitions start empty and are led by this
-node. Per topic, with Kafka's codes and messages:
+Raises a topic's partition count to ``count``; the new partitions start empty, their replicas placed
+as for a new topic (or as ``assignments`` say), led by their first replica. Per topic, with Kafka's codes and messages:
 
 * a topic named twice in the request: INVALID_REQUEST; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION;
 * a count equal to or below the current one: INVALID_PARTITIONS (partitions are never removed);
@@ -94,4 +94,6 @@ async def _create_partitions(
         for assignment in wanted.assignments:
             check_replica_assignment(ctx, assignment.broker_ids, replication_factor)
     if not validate_only:
-        await topics.create_partitions(wanted.name, wanted.count)
+        await topics.create_partitions(
+            wanted.name, wanted.count,
+            replica_assignment=[a.broker_ids for a in wanted.assignments] if wanted.assignments is not None else None)

@@ -134,10 +134,13 @@ async def _create(ctx: RequestContext, wanted: CreatableTopic, validate_only: bo
     configs = {config.name: config.value for config in wanted.configs}
     LogConfig.from_properties(configs, broker.default_log_config)
     num_partitions, replication_factor = wanted.num_partitions, wanted.replication_factor
+    replica_assignment = None
     if wanted.assignments:
         num_partitions, replication_factor = _check_assignments(ctx, wanted)
+        replica_assignment = [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)]
     topic = await broker.topics.create(
-        wanted.name, num_partitions, replication_factor, configs, validate_only=validate_only
+        wanted.name, num_partitions, replication_factor, configs, validate_only=validate_only,
+        replica_assignment=replica_assignment,
     )
     if num_partitions == -1:
         num_partitions = broker.config.num_partitions
@@ -185,8 +188,9 @@ def check_replica_assignment(ctx: RequestContext, broker_ids: list[int], replica
             ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
         )
     previous = None
+    live = ctx.broker.topics.live_brokers()
     for broker_id in sorted(broker_ids):
-        if broker_id != ctx.broker.node_id:
+        if broker_id not in live:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
