@@ -211,6 +211,9 @@ class BrokerConfig:
     zookeeper_connection_timeout_ms: int | None = None  # None: the session timeout, as in Kafka
     broker_rack: str | None = None
     offsets_topic_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     # Replication (broker.replication), under Kafka's names and defaults.
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
@@ -329,9 +332,12 @@ def _read_cluster_settings(config: BrokerConfig, props: Mapping[str, str]) -> No
     if props.get("zookeeper.connection.timeout.ms", "").strip():
         config.zookeeper_connection_timeout_ms = _int(props, "zookeeper.connection.timeout.ms", 0)
     config.broker_rack = props.get("broker.rack", "").strip() or None
+    config.auto_leader_rebalance_enable = _bool(props, "auto.leader.rebalance.enable",
+                                                config.auto_leader_rebalance_enable)
     if config.zookeeper_connect is not None:
         config.offsets_topic_replication_factor = 3
-    for name in ("offsets.topic.replication.factor", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
+    for name in ("offsets.topic.replication.factor", "leader.imbalance.check.interval.seconds",
+                 "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
                  "replica.fetch.min.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
                  "replica.fetch.backoff.ms"):
         attribute = name.replace(".", "_")
@@ -374,7 +380,8 @@ BROKER_PROPERTIES = frozenset({
     "offset.metadata.max.bytes", "offsets.commit.timeout.ms",
     # the cluster and replication (broker.cluster, broker.replication)
     "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "broker.rack",
-    "offsets.topic.replication.factor", "replica.lag.time.max.ms",
+    "offsets.topic.replication.factor", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms",
     "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
 })

@@ -45,6 +45,22 @@ def _partitions(count: int) -> str:
     return "1 partition" if count == 1 else f"{count} partitions"
 
 
+def _unknown_partition(key: tuple[str, int]) -> tuple[ErrorCode, str]:
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The partition {key[0]}-{key[1]} does not exist."
+
+
+def check_reassignment_target(target: Sequence[int], live: Mapping[int, object]) -> tuple[ErrorCode, str | None]:
+    """A reassignment's target replicas: not empty, each broker once, every one registered."""
+    if not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The replica list is empty."
+    if len(set(target)) != len(target):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The replica list {list(target)} names a broker twice."
+    missing = sorted(set(target) - set(live))
+    if missing:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The replica list names brokers not registered: {missing}."
+    return ErrorCode.NONE, None
+
+
 def validate_topic_name(name: str | None) -> None:
     """Raises INVALID_TOPIC_EXCEPTION, with Kafka's message, for a name Kafka refuses."""
     if not name:
@@ -280,6 +296,39 @@ class TopicManager:
         """The live brokers: id -> (host, port, rack). On a single node, this one."""
         host, port = self.config.advertised_address
         return {self.config.node_id: (host, port, None)}
+
+    # -- leadership and placement (a cluster's controller acts; a single node has nothing to move) ---
+
+    async def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, *,
+                            unclean: bool) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: per partition, the election's outcome (see broker.handlers.elect_leaders)."""
+        keys = partitions if partitions is not None else [
+            (topic.name, partition.index) for topic in self for partition in topic.partitions]
+        return {key: (ErrorCode.ELECTION_NOT_NEEDED, None) if self.partition(*key) is not None
+                else _unknown_partition(key) for key in keys}
+
+    async def alter_partition_reassignments(
+        self, changes: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: per partition, whether the reassignment (or its cancellation,
+        for None) was accepted. A single node's partitions can only stay where they are."""
+        outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for key, target in changes.items():
+            partition = self.partition(*key)
+            if partition is None:
+                outcomes[key] = _unknown_partition(key)
+            elif target is None:
+                outcomes[key] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                 f"Unable to cancel reassignment of {key[0]}-{key[1]}: it is not being reassigned.")
+            else:
+                outcomes[key] = check_reassignment_target(target, self.live_brokers())
+        return outcomes
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[Sequence[int], Sequence[int], Sequence[int]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each partition being moved."""
+        return {}
 
     @property
     def controller_id(self) -> int:

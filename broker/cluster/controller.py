@@ -158,6 +158,51 @@ def next_partition_state(state: PartitionState, replicas: Sequence[int], live: S
     return _bumped(state, NO_LEADER, last, controller_epoch)
 
 
+def requested_election(state: PartitionState, replicas: Sequence[int], live: Set[int], controller_epoch: int,
+                       *, unclean: bool) -> tuple[PartitionState | None, ErrorCode, str | None]:
+    """An election asked for (ElectLeaders, or the controller's own leader rebalance): the state to
+    write, or None, with the outcome to report. Preferred: the first replica of the assignment leads,
+    when it is alive and in the ISR. Unclean: a partition without a live leader gets one, from outside
+    the ISR if need be (then alone in it, and recovering)."""
+    if not unclean:
+        preferred = replicas[0]
+        if state.leader == preferred:
+            return None, ErrorCode.ELECTION_NOT_NEEDED, None
+        if preferred not in live or preferred not in state.isr:
+            return None, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, (
+                f"The preferred replica {preferred} is not alive and in the ISR {list(state.isr)}.")
+        return _bumped(state, preferred, state.isr, controller_epoch), ErrorCode.NONE, None
+    if state.leader != NO_LEADER and state.leader in live:
+        return None, ErrorCode.ELECTION_NOT_NEEDED, None
+    leader = elect_leader(replicas, state.isr, live, unclean=True)
+    if leader is None:
+        return None, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "No replica of the partition is alive."
+    if leader in state.isr:
+        isr = tuple(replica for replica in state.isr if replica in live)
+        return _bumped(state, leader, isr, controller_epoch), ErrorCode.NONE, None
+    return _bumped(state, leader, (leader,), controller_epoch, RECOVERING), ErrorCode.NONE, None
+
+
+def imbalanced_partitions(states: Mapping[tuple[str, int], PartitionState],
+                          replicas: Mapping[tuple[str, int], Sequence[int]], live: Set[int],
+                          max_imbalance_percentage: int) -> list[tuple[str, int]]:
+    """Kafka's automatic leader rebalance: for each live broker whose share of partitions it prefers
+    but does not lead is above ``max_imbalance_percentage``, the partitions it could lead again (it is
+    alive and in their ISR)."""
+    preferred_by: dict[int, list[tuple[str, int]]] = {}
+    for key, assignment in replicas.items():
+        if assignment and key in states:
+            preferred_by.setdefault(assignment[0], []).append(key)
+    chosen: list[tuple[str, int]] = []
+    for broker, keys in preferred_by.items():
+        if broker not in live:
+            continue
+        not_led = [key for key in keys if states[key].leader != broker]
+        if keys and len(not_led) * 100 > max_imbalance_percentage * len(keys):
+            chosen += [key for key in not_led if broker in states[key].isr]
+    return sorted(chosen)
+
+
 def _bumped(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int,
             leader_recovery_state: int | None = None) -> PartitionState:
     recovery = state.leader_recovery_state if leader_recovery_state is None else leader_recovery_state

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-from broker.cluster import ClusterChange, TopicAssignment
-from broker.cluster.controller import assign_replicas
+from broker.cluster import ClusterChange, CoordinationError, TopicAssignment
+from broker.cluster.controller import assign_replicas, imbalanced_partitions
 from broker.cluster.zookeeper import TopicExistsError, ZooKeeperCluster
 from broker.config import BrokerConfig
 from broker.partition import Partition
@@ -66,8 +66,11 @@ class ClusterTopicManager(TopicManager):
             brokers_changed=True, topics_created=frozenset(self.cluster.topics), topics_deleted=frozenset(),
             topics_changed=frozenset(), partitions_changed=frozenset()), first=True)
         task_status.started()
-        async for change in self._changes_out:
-            await self._apply(change)
+        async with trio.open_nursery() as nursery:
+            if self.config.auto_leader_rebalance_enable:
+                nursery.start_soon(self.rebalance_leaders)
+            async for change in self._changes_out:
+                await self._apply(change)
 
     async def _wait_until(self, condition: Callable[[], bool]) -> None:
         while not condition():
@@ -244,6 +247,37 @@ class ClusterTopicManager(TopicManager):
         await self._wait_until(lambda: len(topic.partitions) >= count or self._topics.get(name) is not topic)
         log.info("topic %s now has %s", name, _partitions(count))
         return topic
+
+    async def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None, *,
+                            unclean: bool) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """The controller elects (another broker answers NOT_CONTROLLER); this broker answers once it
+        has applied the new states."""
+        outcomes = await self.cluster.elect_leaders(partitions, unclean=unclean)
+        elected = {key: self.cluster.partition_states[key].leader_epoch for key, (code, _) in outcomes.items()
+                   if code == ErrorCode.NONE and key in self.cluster.partition_states}
+        await self._wait_until(lambda: all(
+            (p := self.partition(*key)) is None or p.leader_epoch >= epoch for key, epoch in elected.items()))
+        return outcomes
+
+    async def rebalance_leaders(self) -> None:
+        """Kafka's ``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, the
+        controller gives preferred replicas their leadership back where a broker's share of partitions
+        it prefers but does not lead is above ``leader.imbalance.per.broker.percentage``."""
+        config = self.config
+        while True:
+            await trio.sleep(config.leader_imbalance_check_interval_seconds)
+            if not self.cluster.acting_as_controller:
+                continue
+            replicas = {(name, p): assignment.replicas[p] for name, assignment in self.cluster.topics.items()
+                        for p in range(len(assignment.replicas))}
+            keys = imbalanced_partitions(self.cluster.partition_states, replicas, set(self.cluster.brokers),
+                                         config.leader_imbalance_per_broker_percentage)
+            if keys:
+                log.info("moving leadership of %d partitions back to their preferred replicas", len(keys))
+                try:
+                    await self.cluster.elect_leaders(keys, unclean=False)
+                except (KafkaError, CoordinationError) as exc:
+                    log.warning("leader rebalance: %s", exc)
 
     async def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
         """Replace the topic's config overrides in the cluster; every broker applies them (this one

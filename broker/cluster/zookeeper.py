@@ -69,7 +69,8 @@ from broker.cluster import (
     decode_topic_config,
     encode_topic_config,
 )
-from broker.cluster.controller import initial_partition_state, next_partition_state
+from broker.cluster.controller import initial_partition_state, next_partition_state, requested_election
+from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -390,6 +391,43 @@ class ZooKeeperCluster:
                              dict(configs))
             self.topic_configs[name] = dict(configs)
             self._publish(ClusterChange(topics_changed=frozenset({name})))
+
+    async def elect_leaders(self, keys: Sequence[tuple[str, int]] | None, *,
+                            unclean: bool) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """As the controller, the elections ElectLeaders asks for (all partitions for None): per
+        partition the outcome (broker.cluster.controller.requested_election), the new states written
+        with the controller's fenced, version-checked writes. NOT_CONTROLLER on another broker."""
+        client = self._joined()
+        async with self._lock:
+            if not self.acting_as_controller:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.node_id} is not the controller")
+            if keys is None:
+                keys = [(name, p) for name, a in self.topics.items() for p in range(len(a.replicas))]
+            outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+            decisions = []
+            for key in keys:
+                assignment, state = self.topics.get(key[0]), self.partition_states.get(key)
+                if assignment is None or state is None or key[1] >= len(assignment.replicas):
+                    outcomes[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"The partition {key[0]}-{key[1]} does not exist.")
+                    continue
+                new, code, message = requested_election(state, assignment.replicas[key[1]], self.brokers.keys(),
+                                                        self._epoch_as_controller, unclean=unclean)
+                outcomes[key] = (code, message)
+                if new is not None:
+                    decisions.append((key, new, False))
+            written = _Reading()
+            try:
+                conflicts = await _in_worker("electing leaders", self._write_states, client, decisions, written)
+            except _Fenced:
+                self._epoch_version = None
+                self._mark(CONTROLLER)
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.node_id} is no longer the controller")
+            for key in conflicts:
+                outcomes[key] = (ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 "The partition's state changed during the election: ask again.")
+            self._apply(written)
+            return outcomes
 
     async def claim_producer_id_block(self, size: int) -> tuple[int, int]:
         """A block of ``size`` producer ids no other broker of the cluster has: the first id and the id
@@ -714,13 +752,17 @@ class ZooKeeperCluster:
 
     async def _control(self, client: KazooClient, reading: _Reading, rescan: bool, *, deletions: bool) -> None:
         """As the controller: decide and write the states of the partitions that need it (all of them
-        on ``rescan``), and carry out the topic deletions asked for."""
+        on ``rescan``), and carry out the topic deletions asked for. The partitions of a topic whose
+        configs changed are decided again, as Kafka's controller does when a topic's
+        ``unclean.leader.election.enable`` is set: an offline partition may now be led."""
         if rescan:
             keys: list[tuple[str, int]] | None = None
         else:
             keys = sorted(set(reading.states) | {
                 (name, p) for name, assignment in reading.topics.items() for p in range(len(assignment.replicas))
-                if (name, p) not in self.partition_states})
+                if (name, p) not in self.partition_states} | {
+                (name, p) for name in reading.configs if name in self.topics
+                for p in range(len(self.topics[name].replicas))})
             if not keys and not deletions:
                 return
         try:
