@@ -365,14 +365,16 @@ class LogManager:
             self.checkpoint(now_ms=now_ms)
         return deletion.partitions
 
-    def remove_logs(self, topic: str, *, now_ms: int | None = None) -> LogDeletion:
-        """Take every partition log of ``topic`` out of this manager; the returned deletion's ``run``,
-        in any thread, removes their directories. Their ``.log`` descriptors are let go of at once
-        (reads in flight keep theirs until sent); their indexes stay mapped for
-        ``file.delete.delay.ms``."""
+    def remove_logs(self, topic: str, *, partitions: Iterable[int] | None = None,
+                    now_ms: int | None = None) -> LogDeletion:
+        """Take every partition log of ``topic`` (or those of ``partitions``) out of this manager; the
+        returned deletion's ``run``, in any thread, removes their directories. Their ``.log``
+        descriptors are let go of at once (reads in flight keep theirs until sent); their indexes stay
+        mapped for ``file.delete.delay.ms``."""
         now = _now_ms(now_ms)
+        chosen = None if partitions is None else set(partitions)
         moves = []
-        for key in sorted(k for k in self._logs if k[0] == topic):
+        for key in sorted(k for k in self._logs if k[0] == topic and (chosen is None or k[1] in chosen)):
             log = self._logs.pop(key)
             log.release_descriptors()
             target = self.data_dir / files.delete_dir_name(*key)

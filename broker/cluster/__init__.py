@@ -10,6 +10,7 @@ coordination layer the replicated cluster is built on.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import uuid
 from collections.abc import Mapping
@@ -129,16 +130,30 @@ class TopicAssignment:
     topic_id: uuid.UUID
     replicas: tuple[tuple[int, ...], ...]
     version: int = -1
+    #: Partitions being reassigned (KIP-455): the replicas joining, and those to leave once the
+    #: joining ones are in the ISR. ``replicas[p]`` holds both during the move.
+    adding: Mapping[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        """The assignment as Kafka 3.9 writes it (version 3, no reassignment in progress)."""
+        """The assignment as Kafka 3.9 writes it (version 3)."""
         return _dumps({
             "partitions": {str(p): list(replicas) for p, replicas in enumerate(self.replicas)},
             "topic_id": encode_uuid(self.topic_id),
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(self.adding.items())},
+            "removing_replicas": {str(p): list(r) for p, r in sorted(self.removing.items())},
             "version": 3,
         })
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """Where partition's replicas are going: its replicas without those being removed."""
+        removing = self.removing.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in removing)
+
+    def original(self, partition: int) -> tuple[int, ...]:
+        """Where the partition's replicas were before its reassignment: without those being added."""
+        adding = self.adding.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in adding)
 
     @classmethod
     def from_json(cls, name: str, data: bytes, version: int) -> TopicAssignment:
@@ -148,8 +163,14 @@ class TopicAssignment:
         partitions = {int(p): tuple(int(r) for r in replicas)
                       for p, replicas in (document.get("partitions") or {}).items()}
         topic_id = document.get("topic_id")
+
+        def moving(field: str) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(int(r) for r in replicas) for p, replicas in (document.get(field) or {}).items()
+                    if replicas}
+
         return cls(name, decode_uuid(topic_id) if topic_id else uuid.UUID(int=0),
-                   tuple(partitions[p] for p in sorted(partitions)), version)
+                   tuple(partitions[p] for p in sorted(partitions)), version,
+                   moving("adding_replicas"), moving("removing_replicas"))
 
 
 def encode_uuid(value: uuid.UUID) -> str:

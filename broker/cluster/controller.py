@@ -20,10 +20,11 @@ epoch.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence, Set
 
-from broker.cluster import NO_LEADER, RECOVERING, PartitionState
+from broker.cluster import NO_LEADER, RECOVERING, PartitionState, TopicAssignment
 from wire.errors import ErrorCode, KafkaError
 
 
@@ -201,6 +202,58 @@ def imbalanced_partitions(states: Mapping[tuple[str, int], PartitionState],
         if keys and len(not_led) * 100 > max_imbalance_percentage * len(keys):
             chosen += [key for key in not_led if broker in states[key].isr]
     return sorted(chosen)
+
+
+def start_reassignment(assignment: TopicAssignment, partition: int, target: Sequence[int]) -> TopicAssignment:
+    """The assignment once ``partition`` is on its way to ``target`` (KIP-455): its replicas are the
+    target's then the original ones not in it, the target's new brokers adding and the others removing.
+    A target equal to the original replicas ends (cancels) a reassignment in progress."""
+    original = assignment.original(partition)
+    target = tuple(target)
+    adding, removing = dict(assignment.adding), dict(assignment.removing)
+    adding.pop(partition, None)
+    removing.pop(partition, None)
+    if target == original:
+        replicas = original
+    else:
+        replicas = target + tuple(r for r in original if r not in target)
+        if joining := tuple(r for r in target if r not in original):
+            adding[partition] = joining
+        if leaving := tuple(r for r in original if r not in target):
+            removing[partition] = leaving
+    return dataclasses.replace(assignment, replicas=_with(assignment.replicas, partition, replicas),
+                               adding=adding, removing=removing)
+
+
+def settle_replicas(assignment: TopicAssignment, partition: int, state: PartitionState, live: Set[int],
+                    controller_epoch: int) -> tuple[TopicAssignment, PartitionState | None] | None:
+    """A partition whose replicas are moving: once every target replica is in the ISR, the assignment
+    without the removed replicas and the state to write with it (leadership moved into the target
+    when its leader is not there, the ISR kept to the target, the leader epoch bumped so that the
+    removed replicas stop), or None while the move goes on (or the partition is not moving). A
+    partition whose leader is outside its replicas (a cancelled move) is settled the same way."""
+    target = assignment.target(partition)
+    moving = partition in assignment.adding or partition in assignment.removing
+    if not moving and (state.leader in target or state.leader == NO_LEADER):
+        return None
+    if not all(replica in state.isr for replica in target) and moving:
+        return None
+    leader = state.leader if state.leader in target and state.leader in live else next(
+        (replica for replica in target if replica in state.isr and replica in live), None)
+    if leader is None:
+        return None
+    isr = tuple(replica for replica in state.isr if replica in target)
+    adding, removing = dict(assignment.adding), dict(assignment.removing)
+    adding.pop(partition, None)
+    removing.pop(partition, None)
+    settled = dataclasses.replace(assignment, replicas=_with(assignment.replicas, partition, target),
+                                  adding=adding, removing=removing)
+    changed = (leader, isr) != (state.leader, state.isr) or moving
+    return settled, (_bumped(state, leader, isr, controller_epoch) if changed else None)
+
+
+def _with(replicas: tuple[tuple[int, ...], ...], partition: int, new: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    return replicas[:partition] + (new,) + replicas[partition + 1:]
 
 
 def _bumped(state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int,

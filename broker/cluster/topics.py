@@ -112,11 +112,44 @@ class ClusterTopicManager(TopicManager):
                 if partition.log is not None:
                     partition.log.update_config(topic.log_config)
         count = len(assignment.replicas)
+        await self._move_replicas(topic, assignment)
         if len(topic.partitions) < count:
             await self._add_partitions(topic, assignment, count)
         self._add(topic)
         for index in range(count):
             self._apply_state(name, index)
+
+    async def _move_replicas(self, topic: Topic, assignment: TopicAssignment) -> None:
+        """Partitions reassigned to this broker get a log (and follow their leader once their state
+        is applied); those reassigned away lose theirs."""
+        node_id = self.config.node_id
+        joining = [p for p in topic.partitions[:len(assignment.replicas)]
+                   if p.log is None and node_id in assignment.replicas[p.index]]
+        leaving = [p for p in topic.partitions[:len(assignment.replicas)]
+                   if p.log is not None and node_id not in assignment.replicas[p.index]]
+        if joining:
+            specs = [(topic.name, p.index, topic.log_config, topic.topic_id) for p in joining]
+            creation = self.log_manager.prepare_logs(specs)
+            try:
+                await self._write_files(creation.run)
+            except OSError as exc:
+                log.error("creating the logs of %s's reassigned partitions failed: %s", topic.name, exc)
+                return
+            for partition, storage_log in zip(joining, self.log_manager.add_created(creation)):
+                partition.log = storage_log
+                log.info("%s-%d: a replica here now (reassigned)", topic.name, partition.index)
+        if leaving:
+            for partition in leaving:
+                self.replicas.stop_replica(partition)
+                partition.log = None
+            deletion = self.log_manager.remove_logs(topic.name, partitions=[p.index for p in leaving])
+            try:
+                await self._write_files(deletion.run)
+            except OSError as exc:
+                log.error("deleting the logs of %s's reassigned partitions failed: %s", topic.name, exc)
+            for partition in leaving:
+                log.info("%s-%d: no longer a replica here (reassigned); its log is deleted", topic.name,
+                         partition.index)
 
     async def _add_partitions(self, topic: Topic, assignment: TopicAssignment, count: int) -> None:
         node_id = self.config.node_id
@@ -278,6 +311,26 @@ class ClusterTopicManager(TopicManager):
                     await self.cluster.elect_leaders(keys, unclean=False)
                 except (KafkaError, CoordinationError) as exc:
                     log.warning("leader rebalance: %s", exc)
+
+    async def alter_partition_reassignments(
+        self, changes: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """The controller starts (or cancels) the moves; they complete as the new replicas catch up."""
+        return await self.cluster.reassign_partitions(changes)
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[Sequence[int], Sequence[int], Sequence[int]]]:
+        if not self.cluster.acting_as_controller:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.config.node_id} is not the controller")
+        wanted = None if partitions is None else set(partitions)
+        ongoing = {}
+        for name, assignment in self.cluster.topics.items():
+            for index in sorted(set(assignment.adding) | set(assignment.removing)):
+                if wanted is None or (name, index) in wanted:
+                    ongoing[(name, index)] = (assignment.replicas[index], assignment.adding.get(index, ()),
+                                              assignment.removing.get(index, ()))
+        return ongoing
 
     async def alter_configs(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> Topic:
         """Replace the topic's config overrides in the cluster; every broker applies them (this one

@@ -69,7 +69,14 @@ from broker.cluster import (
     decode_topic_config,
     encode_topic_config,
 )
-from broker.cluster.controller import initial_partition_state, next_partition_state, requested_election
+from broker.cluster.controller import (
+    initial_partition_state,
+    next_partition_state,
+    requested_election,
+    settle_replicas,
+    start_reassignment,
+)
+from broker.topics import check_reassignment_target
 from wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -428,6 +435,111 @@ class ZooKeeperCluster:
                                  "The partition's state changed during the election: ask again.")
             self._apply(written)
             return outcomes
+
+    async def reassign_partitions(self, changes: Mapping[tuple[str, int], Sequence[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """As the controller, AlterPartitionReassignments: each partition's replicas set on their way to
+        the target (None: back to the original replicas), written to the topics' znodes (their
+        ``adding_replicas`` and ``removing_replicas``, as Kafka keeps them). The move completes as the
+        controller sees the new replicas join the ISR (:meth:`_settle`). NOT_CONTROLLER on another
+        broker."""
+        client = self._joined()
+        async with self._lock:
+            if not self.acting_as_controller:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.node_id} is not the controller")
+            outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+            moved: dict[str, TopicAssignment] = {}
+            for key, target in changes.items():
+                name, partition = key
+                assignment = moved.get(name) or self.topics.get(name)
+                if assignment is None or not 0 <= partition < len(assignment.replicas):
+                    outcomes[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"The partition {name}-{partition} does not exist.")
+                    continue
+                if target is None:
+                    if partition not in assignment.adding and partition not in assignment.removing:
+                        outcomes[key] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                         f"Unable to cancel reassignment of {name}-{partition}: it is not being "
+                                         "reassigned.")
+                        continue
+                    target = assignment.original(partition)
+                else:
+                    code, message = check_reassignment_target(target, self.brokers)
+                    if code != ErrorCode.NONE:
+                        outcomes[key] = (code, message)
+                        continue
+                moved[name] = start_reassignment(assignment, partition, target)
+                outcomes[key] = (ErrorCode.NONE, None)
+            try:
+                reading, refused = await _in_worker(
+                    "reassigning partitions", self._write_assignments, client, list(moved.values()),
+                    [key for key, (code, _) in outcomes.items() if code == ErrorCode.NONE])
+            except _Fenced:
+                self._epoch_version = None
+                self._mark(CONTROLLER)
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.node_id} is no longer the controller")
+            for key in outcomes:
+                if key[0] in refused and outcomes[key][0] == ErrorCode.NONE:
+                    outcomes[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, "The topic changed meanwhile: ask again.")
+            self._apply(reading)
+            for name in moved:
+                if name not in refused:
+                    log.info("topic %s: reassigning %s", name, {
+                        p: (list(self.topics[name].adding.get(p, ())), list(self.topics[name].removing.get(p, ())))
+                        for p in sorted(set(self.topics[name].adding) | set(self.topics[name].removing))})
+            return outcomes
+
+    def _write_assignments(self, client: KazooClient, assignments: Sequence[TopicAssignment],
+                           keys: Sequence[tuple[str, int]]) -> tuple[_Reading, set[str]]:
+        """Write each topic's new assignment on condition of the version it was read at and of the
+        controller epoch, and settle at once the partitions of ``keys`` with nothing to wait for (a
+        replica removed, a move cancelled); the topics read back, and the names of those that changed
+        meanwhile."""
+        refused: set[str] = set()
+        for assignment in assignments:
+            transaction = self._controller_transaction(client)
+            transaction.set_data(topic_path(assignment.name), assignment.to_json(), version=assignment.version)
+            failure = _failure(_commit(transaction, f"reassigning partitions of {assignment.name}"))
+            if failure is not None and failure[0] == 0:
+                raise _Fenced
+            if failure is not None:
+                refused.add(assignment.name)
+        reading = _Reading()
+        for assignment in assignments:
+            self._read_topic(client, assignment.name, reading, whole=False)
+        self._read_states(client, reading)
+        self._settle(client, [key for key in keys if key[0] not in refused], reading)
+        return reading, refused
+
+    def _settle(self, client: KazooClient, keys: Sequence[tuple[str, int]], written: _Reading) -> None:
+        """As the controller: partitions whose move is complete (every target replica in the ISR) get
+        their final assignment and state, in one transaction each."""
+        for key in keys:
+            name, partition = key
+            assignment = written.topics.get(name) or self.topics.get(name)
+            state = written.states.get(key) or self.partition_states.get(key)
+            if assignment is None or state is None or partition >= len(assignment.replicas):
+                continue
+            settled = settle_replicas(assignment, partition, state, self.brokers.keys(), self._epoch_as_controller)
+            if settled is None:
+                continue
+            new_assignment, new_state = settled
+            transaction = self._controller_transaction(client)
+            transaction.set_data(topic_path(name), new_assignment.to_json(), version=assignment.version)
+            if new_state is not None:
+                transaction.set_data(state_path(*key), new_state.to_json(), version=state.version)
+            results = _commit(transaction, f"completing the reassignment of {name}-{partition}")
+            failure = _failure(results)
+            if failure is not None and failure[0] == 0:
+                raise _Fenced
+            if failure is not None:
+                continue  # changed meanwhile: the watch brings it back here
+            written.topics[name] = dataclasses.replace(new_assignment, version=results[1].version)
+            if new_state is not None:
+                written.states[key] = dataclasses.replace(new_state, version=results[2].version)
+            log.info("partition %s-%d: replicas now %s (leader %d, ISR %s)", name, partition,
+                     list(new_assignment.replicas[partition]), (new_state or state).leader,
+                     list((new_state or state).isr))
 
     async def claim_producer_id_block(self, size: int) -> tuple[int, int]:
         """A block of ``size`` producer ids no other broker of the cluster has: the first id and the id
@@ -796,6 +908,7 @@ class ZooKeeperCluster:
         if keys is None:
             keys = [(name, p) for name, assignment in self.topics.items() for p in range(len(assignment.replicas))]
         todo = [key for key in keys if key[0] not in deleting]
+        moving = [key for key in keys if key[0] not in deleting]
         for _ in range(CONTROLLER_ATTEMPTS):
             decisions = [decision for key in todo if (decision := self._decide(key, written)) is not None]
             conflicts = self._write_states(client, decisions, written)
@@ -804,6 +917,7 @@ class ZooKeeperCluster:
             written.state_keys = conflicts
             self._read_states(client, written)
             todo = conflicts
+        self._settle(client, moving, written)
         return written
 
     def _decide(self, key: tuple[str, int], written: _Reading) -> tuple[tuple[str, int], PartitionState, bool] | None:
