@@ -3,6 +3,7 @@
     python -m bench            # full run (about 8 minutes on 2 cores)
     python -m bench --quick    # smaller counts, fewer workloads (under 2 minutes)
     python -m bench --brokers trafka,kafka
+    python -m bench --cluster  # 3 trafka brokers on ZooKeeper beside one, and failover (bench/cluster.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -588,7 +589,16 @@ def main(argv: list[str] | None = None) -> int:
         "--brokers", default="trafka,tansu,mock,kafka", help="comma-separated: trafka,tansu,mock,kafka"
     )
     parser.add_argument("--output", type=Path, help="results file (default bench/results/<date>-<mode>.json)")
+    parser.add_argument(
+        "--cluster", action="store_true",
+        help="trafka alone: a 3-broker cluster on ZooKeeper (RF 3, acks=all) beside one broker (acks=1), "
+        "and leader failover (see bench/cluster.py; --brokers does not apply)",
+    )
     args = parser.parse_args(argv)
+    if args.cluster:
+        from bench import cluster
+
+        return cluster.main([], quick=args.quick, output=args.output)
     plan = QUICK if args.quick else FULL
     names = [n.strip() for n in args.brokers.split(",") if n.strip()]
     unknown = [n for n in names if n not in brokers.SPECS]

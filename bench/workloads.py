@@ -35,8 +35,9 @@ class _CpuWindow:
     its ceiling while the broker idles, the client bounds the figure, whatever the broker.
     """
 
-    def __init__(self, broker_pid: int | None) -> None:
-        self.broker_pid = broker_pid
+    def __init__(self, broker_pid: int | list[int] | None) -> None:
+        # A cluster's brokers are several processes: their CPU adds up.
+        self.broker_pids = broker_pid if isinstance(broker_pid, list) else [broker_pid]
         self.started = self._read()
 
     def restart(self) -> None:
@@ -44,7 +45,8 @@ class _CpuWindow:
 
     def _read(self) -> tuple[float, float | None]:
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime, _process_cpu_s(self.broker_pid)
+        brokers = [_process_cpu_s(pid) for pid in self.broker_pids]
+        return usage.ru_utime + usage.ru_stime, None if None in brokers else sum(brokers)  # type: ignore[arg-type]
 
     def cores(self, seconds: float) -> dict[str, float]:
         client, broker = self._read()
@@ -492,6 +494,174 @@ def group(p: dict[str, Any]) -> dict[str, Any]:
     return {"stable_s": stable_at[0] - started_at[0]}
 
 
+def produce_latency(p: dict[str, Any]) -> dict[str, Any]:
+    """Produce latency at a fixed rate: each record's time from produce() to its acknowledgement, as
+    librdkafka measures it (``Message.latency()``). Records produced in the first second are warm-up
+    and left out. Each value starts with its produce time (ns, monotonic clock)."""
+    from confluent_kafka import Producer
+
+    latencies_s: list[float] = []
+    failures: list[str] = []
+    warm_up_ns = time.monotonic_ns() + 1_000_000_000
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            if len(failures) < 5:
+                failures.append(str(err))
+            return
+        if int.from_bytes(msg.value()[:8], "big") >= warm_up_ns:
+            latency = msg.latency()
+            if latency is not None and latency >= 0:
+                latencies_s.append(latency)
+
+    producer = Producer(
+        _quiet(
+            {
+                "bootstrap.servers": p["bootstrap"],
+                "acks": str(p["acks"]),
+                "linger.ms": p["linger_ms"],
+                "batch.size": 1_048_576,
+                "queue.buffering.max.messages": 1_000_000,
+                "on_delivery": on_delivery,
+            }
+        )
+    )
+    producer.list_topics(p["topic"], timeout=30)
+    padding = os.urandom(p["size"] - 8)
+    per_second = p["mb_per_s"] * MB / p["size"]
+    topic = p["topic"]
+    cpu = _CpuWindow(p.get("broker_pid"))
+    started = time.perf_counter()
+    end = started + p["seconds"]
+    sent = 0
+    while (now := time.perf_counter()) < end:
+        due = int((now - started) * per_second)
+        while sent < due:
+            producer.produce(topic, time.monotonic_ns().to_bytes(8, "big") + padding)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.0005)
+    remaining = producer.flush(30)
+    elapsed = time.perf_counter() - started
+    latencies_s.sort()
+    result: dict[str, Any] = {"records": sent - remaining, "measured": len(latencies_s),
+                              "mb_per_s": (sent - remaining) * p["size"] / elapsed / MB, **cpu.cores(elapsed)}
+    if latencies_s:
+        for name, q in (("p50_ms", 0.50), ("p99_ms", 0.99), ("p999_ms", 0.999), ("max_ms", 1.0)):
+            result[name] = latencies_s[min(len(latencies_s) - 1, int(q * len(latencies_s)))] * 1000
+    if failures or remaining or not latencies_s:
+        result["error"] = f"{remaining} undelivered; {'; '.join(failures)}"
+    return result
+
+
+def failover_writer(p: dict[str, Any]) -> dict[str, Any]:
+    """An idempotent acks=all producer writing 0, 1, 2, ... to partition 0 at ``rate`` records/s until
+    a ``stop`` line arrives on stdin (or ``deadline_s`` passes); meanwhile it prints ``acked N`` after
+    each acknowledgement batch. Then it flushes, reads the partition back from the beginning and
+    compares it with what was acknowledged. Returns the acknowledgement time (``time.monotonic()``,
+    the clock every process on the machine shares) of every acknowledged record, for the harness to
+    set against the moment it killed the leader."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    acks: list[tuple[int, float]] = []
+    failures: list[str] = []
+    failed = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+            if len(failures) < 5:
+                failures.append(str(err))
+        else:
+            acks.append((int(msg.value()[:12]), time.monotonic()))
+
+    producer = Producer(
+        _quiet(
+            {
+                "bootstrap.servers": p["bootstrap"],
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+                "message.timeout.ms": p["message_timeout_ms"],
+                "on_delivery": on_delivery,
+                **p.get("producer_config", {}),
+            }
+        )
+    )
+    producer.list_topics(p["topic"], timeout=30)
+    stop = threading.Event()
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    padding = b"." * max(0, p["size"] - 12)
+    topic, rate = p["topic"], p["rate"]
+    started = time.perf_counter()
+    deadline = started + p["deadline_s"]
+    sent = 0
+    reported = 0
+    while not stop.is_set() and (now := time.perf_counter()) < deadline:
+        due = int((now - started) * rate)
+        while sent < due:
+            try:
+                producer.produce(topic, f"{sent:012d}".encode() + padding, partition=0)
+                sent += 1
+            except BufferError:
+                break
+        producer.poll(0.001)
+        if len(acks) != reported:
+            reported = len(acks)
+            print(f"acked {reported}", flush=True)
+    remaining = producer.flush(p["message_timeout_ms"] / 1000 + 10)
+
+    consumer = Consumer(_quiet({"bootstrap.servers": p["bootstrap"], "group.id": "bench-failover-check",
+                                "enable.auto.commit": False}))
+    tp = TopicPartition(topic, 0, OFFSET_BEGINNING)
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    consumer.assign([tp])
+    values: list[int] = []
+    read_error = None
+    position = low
+    read_deadline = time.perf_counter() + 120
+    while position < high and time.perf_counter() < read_deadline:
+        for message in consumer.consume(10_000, 0.5):
+            if message.error() is not None:
+                read_error = str(message.error())
+                continue
+            values.append(int(message.value()[:12]))
+            position = message.offset() + 1
+    consumer.close()
+
+    acknowledged = {seq for seq, _ in acks}
+    in_log = set(values)
+    result: dict[str, Any] = {
+        "produced": sent,
+        "acknowledged": len(acknowledged),
+        "delivery_failures": failed,
+        "undelivered_at_end": remaining,
+        "log_start_offset": low,
+        "high_watermark": high,
+        "in_log": len(values),
+        "lost": len(acknowledged - in_log),
+        "lost_examples": sorted(acknowledged - in_log)[:10],
+        "duplicated": len(values) - len(in_log),
+        "unacknowledged_in_log": len(in_log - acknowledged),
+        "in_order": values == sorted(values),
+        "gaps": values != list(range(len(values))),
+        "acks": [[seq, round(t, 6)] for seq, t in acks],
+    }
+    if failures:
+        result["delivery_errors"] = "; ".join(failures)
+    if read_error or position < high:
+        result["error"] = f"read back {len(values)} of {high - low}; {read_error or ''}"
+    return result
+
+
 WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "produce": produce,
     "raw_produce": raw_produce,
@@ -501,6 +671,8 @@ WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "paced_produce": paced_produce,
     "latency": latency,
     "group": group,
+    "produce_latency": produce_latency,
+    "failover_writer": failover_writer,
 }
 
 
