@@ -1,8 +1,10 @@
 """Prometheus metrics, served when ``metrics.port`` (``--metrics-port``) is set, with prometheus_client.
 
 Counted as they happen: requests and their handling time per API, record bytes in (Produce) and out
-(Fetch) per topic. Read when scraped: the size of each partition's log, its log end offset and high
-watermark, the open connections, and the consumer groups by state with their members. Without the
+(Fetch) per topic. Read when scraped: the size of each partition's log held here, its log end offset
+and high watermark, the partitions this broker leads and how many of them are under-replicated (ISR
+smaller than the replica set, as Kafka's UnderReplicatedPartitions), the open connections, and the
+consumer groups by state with their members. Without the
 setting nothing here is loaded, and the request path only tests for ``None``.
 """
 from __future__ import annotations
@@ -75,13 +77,23 @@ class _StateCollector:
         end = GaugeMetricFamily("trafka_log_end_offset", "A partition's log end offset.", labels=["topic", "partition"])
         watermark = GaugeMetricFamily("trafka_high_watermark", "A partition's high watermark.",
                                       labels=["topic", "partition"])
+        leading = under_replicated = 0
         for topic in self.broker.topics:
             for partition in topic.partitions:
+                if partition.log is None:  # a partition of the cluster with no replica here
+                    continue
                 labels = [topic.name, str(partition.index)]
                 size.add_metric(labels, sum(segment.size for segment in partition.log.segments))
                 end.add_metric(labels, partition.log.log_end_offset)
                 watermark.add_metric(labels, partition.high_watermark)
+                if partition.is_leader:
+                    leading += 1
+                    under_replicated += len(partition.isr) < len(partition.replicas)
         yield from (size, end, watermark)
+        yield GaugeMetricFamily("trafka_leader_partitions", "Partitions this broker leads.", value=leading)
+        yield GaugeMetricFamily("trafka_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replica set.",
+                                value=under_replicated)
         yield GaugeMetricFamily("trafka_connections", "Open client connections.", value=self.connections())
         groups = GaugeMetricFamily("trafka_groups", "Consumer groups, by type and state.", labels=["type", "state"])
         members = GaugeMetricFamily("trafka_group_members", "Members of a consumer group.", labels=["group"])

@@ -65,3 +65,31 @@ def test_metrics_tell_what_clients_did(broker_factory, topic):
 def test_without_metrics_port_nothing_listens(broker_factory):
     broker = broker_factory()
     assert "Prometheus" not in broker.log_text()
+
+
+def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_path):
+    from compat_tests.cluster import start_cluster, wait
+
+    ports = {node_id: _free_port() for node_id in (1, 2, 3)}
+    cluster = start_cluster(zookeeper, tmp_path)
+    try:
+        for broker in cluster.brokers:  # each broker its own metrics port
+            broker.stop()
+            broker.overrides["metrics.port"] = ports[broker.node_id]
+            broker.start(broker.port)
+        ConfluentClient(cluster.bootstrap).create_topic("watched", 1, replication_factor=3)
+        leader, replicas, _ = wait(lambda: (lambda m: m if m[2] == [1, 2, 3] else None)(
+            cluster.metadata("watched").get(0)), "a full ISR")
+
+        def scraped(node_id: int) -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports[node_id]}/metrics", timeout=10) as response:
+                return response.read().decode()
+
+        assert _value(scraped(leader), "trafka_under_replicated_partitions") == 0
+        assert _value(scraped(leader), "trafka_leader_partitions") >= 1
+        follower = next(r for r in replicas if r != leader)
+        cluster.broker(follower).kill()
+        wait(lambda: _value(scraped(leader), "trafka_under_replicated_partitions") == 1,
+             "the leader to count the partition under-replicated")
+    finally:
+        cluster.close()
