@@ -167,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         def seen() -> dict[str, object] | None:
             partition = self.broker.topics.partition(topic, int(index))
-            if partition is None:
+            if partition is None or partition.log is None:  # (in a cluster: no replica here)
                 return None
             return {"topic": topic, "partition": int(index), "log_end_offset": partition.log_end_offset,
                     "high_watermark": partition.high_watermark}
