@@ -189,7 +189,8 @@ class Broker:
         """Periodic work, as Kafka's scheduler does it: flushes (of rolled segments, and those due by
         ``flush.ms``), retention every ``log.retention.check.interval.ms``, removal of deleted
         segments once ``file.delete.delay.ms`` has passed, and checkpoints (at once after retention
-        moved log start offsets). The group coordinator runs here too, once loaded."""
+        moved log start offsets). The group coordinator and the log cleaner (compaction, broker.log_cleaner)
+        run here too."""
         with trio.CancelScope() as self._background:
             async with trio.open_nursery() as nursery:
                 self._background_tasks = nursery
@@ -198,6 +199,9 @@ class Broker:
                 if self.topics.get(OFFSETS_TOPIC) is not None:
                     self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
                 task_status.started()
+                from broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
+
+                nursery.start_soon(LogCleaner(self.log_manager, self.config).run)
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
                 retention_interval_s = self.config.log_retention_check_interval_ms / 1000
                 next_retention = trio.current_time() + min(retention_interval_s, RETENTION_FIRST_CHECK_S)

@@ -384,6 +384,9 @@ BROKER_PROPERTIES = frozenset({
     "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms",
     "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
+    # the log cleaner (broker.log_cleaner)
+    "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
 })
 
 

@@ -35,7 +35,9 @@ def _produce(broker: BrokerProcess, topic: str, count: int, *, timestamp_ms: int
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
     failed = []
     for n in range(count):
-        producer.produce(topic, value=f"{tag}-{n}".encode() + b"x" * 200, partition=0, timestamp=timestamp_ms,
+        # A key of its own: compacted topics refuse records without one, and keep every distinct key.
+        producer.produce(topic, key=f"{tag}-{n}".encode(), value=f"{tag}-{n}".encode() + b"x" * 200, partition=0,
+                         timestamp=timestamp_ms,
                          on_delivery=lambda error, _: error is not None and failed.append(error))
         producer.poll(0)
     assert producer.flush(TIMEOUT) == 0 and not failed, failed

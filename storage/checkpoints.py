@@ -1,7 +1,7 @@
 """Checkpoint files, written atomically, in Kafka's text format.
 
 An offsets checkpoint (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``replication-offset-checkpoint``) is::
+``replication-offset-checkpoint``, the log cleaner's ``cleaner-offset-checkpoint``) is::
 
     0                 <- format version
     2                 <- number of entries
@@ -23,6 +23,8 @@ CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+#: The log cleaner's: per compacted partition, the first offset not yet cleaned (its "first dirty offset").
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:

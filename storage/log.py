@@ -42,6 +42,7 @@ from pathlib import Path
 
 from storage import files
 from storage.checkpoints import atomic_write, fsync_path
+from storage.cleaner import first_keyless_record
 from storage.config import LogConfig
 from storage.index import AbortedTxn, CorruptIndexError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
@@ -175,6 +176,9 @@ class Log:
         self._truncations = 0  # see SegmentFlush
         self._read_bound: tuple[int, int, int] | None = None  # (max_offset, segment base, position)
         self._closed = False
+        # The lowest log end offset a truncation has left since the log cleaner last looked (None: no
+        # truncation): the cleaner's checkpoint may not stay above it.
+        self.truncated_to: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -273,6 +277,10 @@ class Log:
         return self._log_end_offset
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def high_watermark(self) -> int:
         return self._high_watermark
 
@@ -332,7 +340,9 @@ class Log:
             records = bytearray(records)
         config = self.config
         from_client = origin is AppendOrigin.CLIENT
-        batches = self._analyze(records, from_client=from_client, check_size=True, now_ms=now)
+        batches = self._analyze(
+            records, from_client=from_client, check_size=True, now_ms=now, check_keys=config.compact
+        )
         if not batches:
             return AppendInfo(-1, -1, -1, self.log_start_offset, 0)
         self._check_set_size(len(records))
@@ -421,10 +431,17 @@ class Log:
         return AppendInfo(batches[0][1].base_offset, appended[-1].last_offset, -1, self.log_start_offset, record_count)
 
     def _analyze(
-        self, records: bytearray | memoryview | bytes, *, from_client: bool, check_size: bool, now_ms: int
+        self,
+        records: bytearray | memoryview | bytes,
+        *,
+        from_client: bool,
+        check_size: bool,
+        now_ms: int,
+        check_keys: bool = False,
     ) -> list[tuple[RecordBatch, BatchHeader]]:
         """Every batch of the request with its header, validated from the header and CRC (records
-        stay undecoded)."""
+        stay undecoded). With ``check_keys`` (a leader's append to a compacted topic) every record of
+        a data batch must have a key, the one thing for which records are looked at (keys only)."""
         config = self.config
         batches = []
         for batch in iter_batches(records):
@@ -446,6 +463,12 @@ class Log:
                     )
                 if not config.log_append_time:
                     self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
+            if check_keys and not batch.is_control and first_keyless_record(batch) is not None:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}.",
+                )
             batches.append((batch, header))
         return batches
 
@@ -914,6 +937,60 @@ class Log:
             self._deleted_segments.append((now_ms + self.config.file_delete_delay_ms, segment))
         self._read_bound = None
 
+    def replace_segments(
+        self,
+        base_offset: int,
+        old_segments: Sequence[LogSegment],
+        *,
+        expected_sizes: Sequence[int] | None = None,
+        now_ms: int | None = None,
+    ) -> LogSegment:
+        """Swap in the compacted segment written as ``<base_offset>.log.cleaned`` (with its
+        ``.index.cleaned``, ``.timeindex.cleaned`` and ``.txnindex.cleaned``) for ``old_segments``, a run
+        of inactive segments starting at ``base_offset`` (Kafka's ``replaceSegments``); returns it.
+
+        The steps, each of which a crash may interrupt (loading then completes or rolls back the swap,
+        see ``_LogLoader._remove_temporary_files``): the ``.cleaned`` files are renamed ``.swap``, the
+        ``.log`` last; the old segments are renamed ``.deleted`` (their files are removed after
+        ``file.delete.delay.ms``, so reads already handed out stay valid); the ``.swap`` files take
+        their final names. Raises ``ValueError``, with nothing changed, when ``old_segments`` are no
+        longer such a run of this log (or their sizes differ from ``expected_sizes``).
+        """
+        now = _now_ms(now_ms)
+        old = list(old_segments)
+        if self._closed:
+            raise ValueError(f"{self.topic}-{self.partition} is closed")
+        if not old or old[0].base_offset != base_offset:
+            raise ValueError(f"the segments to replace do not start at offset {base_offset}")
+        first = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
+        if (
+            first is None
+            or first + len(old) >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[first:first + len(old)], old))
+        ):
+            raise ValueError(
+                f"segments {[segment.base_offset for segment in old]} of {self.topic}-{self.partition} are no "
+                "longer inactive segments of the log"
+            )
+        if expected_sizes is not None and [segment.size for segment in old] != list(expected_sizes):
+            raise ValueError(f"segments of {self.topic}-{self.partition} changed size while being cleaned")
+        cleaned, swap = files.CLEANED_FILE_SUFFIX, files.SWAP_FILE_SUFFIX
+        if not files.log_file(self.dir, base_offset, cleaned).exists():
+            raise ValueError(f"no cleaned segment {files.log_file(self.dir, base_offset, cleaned)}")
+        for name in (files.offset_index_file, files.time_index_file, files.txn_index_file, files.log_file):
+            source = name(self.dir, base_offset, cleaned)
+            if source.exists():
+                os.replace(source, name(self.dir, base_offset, swap))
+        new = LogSegment(self.dir, base_offset, self.config, now_ms=now, suffix=swap, active=False)
+        for segment in old:
+            segment.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
+            self._deleted_segments.append((now + self.config.file_delete_delay_ms, segment))
+        new.change_file_suffixes(swap, "")
+        self._segments[first:first + len(old)] = [new]
+        self._base_offsets[first:first + len(old)] = [base_offset]
+        self._read_bound = None
+        return new
+
     def remove_deleted_segments(self, now_ms: int | None = None, *, force: bool = False) -> None:
         """Remove the files of deleted segments whose delay has passed (all of them with ``force``)."""
         now = _now_ms(now_ms)
@@ -964,6 +1041,7 @@ class Log:
 
     def _after_truncation(self, log_end_offset: int) -> None:
         self._truncations += 1
+        self.truncated_to = log_end_offset if self.truncated_to is None else min(self.truncated_to, log_end_offset)
         self._log_end_offset = log_end_offset
         self.log_start_offset = min(self.log_start_offset, log_end_offset)
         self._high_watermark = min(self._high_watermark, log_end_offset)
