@@ -236,9 +236,12 @@ class Partition:
                 self._high_watermark_moved = trio.Event()
             await self._high_watermark_moved.wait()
 
-    def isr_candidates(self) -> list[int]:
+    def isr_candidates(self, max_lag_ms: int, now_ms: int) -> list[int]:
         """Followers outside the ISR that have caught up to the high watermark (and to the start of
-        this leader's epoch): the ISR this leader proposes, or [] when there is nothing to add."""
+        this leader's epoch), and have been caught up within the last ``max_lag_ms``: the replicas this
+        leader proposes to add to the ISR, or [] when there is none. A follower that stopped fetching
+        (a dead broker) is no candidate, however far its last fetch had come: it would only be found
+        lagging again."""
         log = self.log
         if not self.is_leader:
             return []
@@ -247,6 +250,7 @@ class Partition:
             replica for replica, progress in self._followers.items()
             if replica not in self.isr and replica in self.replicas
             and progress.log_end_offset >= max(log.high_watermark, epoch_start)
+            and now_ms - progress.last_caught_up_ms <= max_lag_ms
         ]
         return joining
 

@@ -7,8 +7,9 @@ this broker leads is served to producers and consumers; one it follows is fetche
 one :class:`~broker.replication.fetcher.ReplicaFetcher` per leader broker, each a task of its own.
 
 The leader keeps its ISR honest: a follower that has caught up to the high watermark joins it, as
-soon as a fetch shows it (Partition.read_for_follower calls back here); one that has not caught up
-for ``replica.lag.time.max.ms`` leaves it, found by a check every half of that time. Each change is
+soon as a fetch shows it (Partition.read_for_follower calls back here), if its broker is alive; one
+that has not caught up for ``replica.lag.time.max.ms`` leaves it, found by a check every half of that
+time, and does not join again before a fetch shows it caught up. Each change is
 a version-checked write of the partition's state through the coordination; a write that loses to a
 newer state (a new leader, a controller's change) is dropped, and the newer state arrives through
 the coordination's watch.
@@ -205,8 +206,10 @@ class ReplicaManager:
                 or state.leader_epoch != partition.leader_epoch:
             return
         now_ms = time.time_ns() // 1_000_000
-        lagging = set(partition.lagging_replicas(self.config.replica_lag_time_max_ms, now_ms))
-        joining = set(partition.isr_candidates())
+        max_lag_ms = self.config.replica_lag_time_max_ms
+        lagging = set(partition.lagging_replicas(max_lag_ms, now_ms))
+        # Only a live broker may join, as Kafka's leaders check in ZooKeeper mode.
+        joining = set(partition.isr_candidates(max_lag_ms, now_ms)) & self.cluster.brokers.keys()
         isr = [r for r in partition.replicas if (r in state.isr and r not in lagging) or r in joining]
         if self.node_id not in isr:
             isr.insert(0, self.node_id)
