@@ -40,7 +40,8 @@ def test_preferred_leader_election_on_demand(zookeeper, tmp_path: Path):
         results = future.result(30)
         assert results[TopicPartition("elected", 0)] is None
         assert results[TopicPartition("elected", 1)].name() == "ELECTION_NOT_NEEDED"
-        assert cluster.metadata("elected")[0][0] == preferred
+        # Every broker's metadata follows the controller's write (through its ZooKeeper watch) soon after.
+        wait(lambda: cluster.metadata("elected")[0][0] == preferred, "the preferred leader in the metadata")
 
         # An unclean election where every partition has a live leader changes nothing either.
         kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
