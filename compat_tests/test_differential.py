@@ -669,3 +669,83 @@ def test_dynamic_broker_configs(fresh_brokers):
         return results
 
     assert_same(on_both(fresh_brokers, ask))
+
+
+# -------------------------------------------------------------------------- retention and cleaner configs
+
+#: Broker settings of the retention and cleaner case, in server.properties on both brokers.
+RETENTION_SETTINGS = {
+    "num.partitions": 1, "log.retention.minutes": 90, "log.retention.bytes": 1_000_000_000,
+    "log.segment.bytes": 50_000_000, "log.roll.hours": 12, "log.cleanup.policy": "delete",
+    "log.cleaner.threads": 2, "log.cleaner.backoff.ms": 5000, "log.cleaner.delete.retention.ms": 3_600_000,
+    "log.cleaner.min.cleanable.ratio": 0.25, "log.segment.delete.delay.ms": 1000,
+}
+RETENTION_BROKER_KEYS = [
+    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
+    "log.retention.check.interval.ms", "log.segment.bytes", "log.segment.delete.delay.ms", "log.roll.ms",
+    "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours", "log.cleanup.policy", "log.cleaner.enable",
+    "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
+]
+RETENTION_TOPIC_KEYS = [
+    "cleanup.policy", "retention.ms", "retention.bytes", "segment.ms", "segment.bytes", "segment.jitter.ms",
+    "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
+    "file.delete.delay.ms",
+]
+#: Settings Kafka changes at run time and trafka's cleaner reads at start-up only: read-only here.
+CLEANER_STARTUP_SETTINGS = {
+    "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+}
+
+
+@pytest.fixture
+def retention_brokers(tmp_path: Path) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    kafka = KafkaBroker(tmp_path / "kafka", overrides=RETENTION_SETTINGS)
+    trafka = BrokerProcess(tmp_path / "trafka", overrides=RETENTION_SETTINGS, name="trafka")
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": kafka, "trafka": trafka}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def test_describe_configs_of_retention_and_the_cleaner(retention_brokers):
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    I = IncrementalAlterConfigsRequest
+
+    def ask(client: WireClient):
+        create(client, "compacted", **{"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.1",
+                                       "segment.ms": "60000", "max.compaction.lag.ms": "3600000"})
+        create(client, "inherits")
+        response = client.request(I(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name="1", configs=[
+                I.AlterableConfig(name="log.cleaner.min.compaction.lag.ms", config_operation=0, value="1000")])]), 1)
+        results = [[(r.error_code, r.error_message) for r in response.responses]]
+
+        def describe():
+            return client.request(DescribeConfigsRequest(resources=[
+                R(resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=RETENTION_BROKER_KEYS),
+                R(resource_type=TOPIC_RESOURCE, resource_name="compacted", configuration_keys=RETENTION_TOPIC_KEYS),
+                R(resource_type=TOPIC_RESOURCE, resource_name="inherits", configuration_keys=RETENTION_TOPIC_KEYS),
+            ], include_synonyms=True, include_documentation=False), 4)
+
+        def applied(response) -> bool:  # Kafka applies the dynamic config through its metadata log
+            values = {(r.resource_name, c.name): c.value for r in response.results for c in r.configs}
+            return (values.get(("inherits", "min.compaction.lag.ms")) == "1000"
+                    and values.get(("1", "log.cleaner.min.compaction.lag.ms")) == "1000")
+
+        deadline = time.monotonic() + 15
+        while not applied(described := describe()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for result in described.results:
+            results.append(sorted(
+                (c.name, c.value, c.config_source, c.read_only if c.name not in CLEANER_STARTUP_SETTINGS else None,
+                 c.config_type, [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs))
+        return results
+
+    assert_same(on_both(retention_brokers, ask))

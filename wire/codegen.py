@@ -57,6 +57,7 @@ SERVED_APIS = (
     "TxnOffsetCommit",
     "DescribeConfigs",
     "AlterConfigs",
+    "DescribeLogDirs",
     "SaslAuthenticate",
     "CreatePartitions",
     "DeleteGroups",

@@ -13,6 +13,7 @@ from broker.handlers import (  # noqa: E402,F401  (imported for their registrati
     delete_topics,
     create_partitions,
     describe_configs,
+    describe_log_dirs,
     list_config_resources,
     alter_configs,
     incremental_alter_configs,

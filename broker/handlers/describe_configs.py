@@ -16,7 +16,12 @@ Describes topic and broker config resources, as Apache Kafka reports them:
   DYNAMIC_DEFAULT_BROKER_CONFIG (set for the cluster); every other config is read-only. Secrets
   (passwords, keys, JAAS configs) are sensitive and reported without a value. An empty name is the
   cluster-wide dynamic defaults, listed as far as they are set; any other name is INVALID_REQUEST.
-  A topic's inherited configs take their source from the same layers.
+  A topic's inherited configs take their source from the same layers. The log cleaner's own settings
+  (``log.cleaner.enable``, ``.threads``, ``.backoff.ms``, ``.dedupe.buffer.size``, ``.io.buffer.size``,
+  ``.io.buffer.load.factor``, ``.io.max.bytes.per.second``) are listed with their built-in defaults
+  (DEFAULT_CONFIG) unless ``server.properties`` sets them (STATIC_BROKER_CONFIG); the cleaner reads them
+  at start-up, so unlike Kafka's, which takes all but ``log.cleaner.enable`` at run time, they are
+  read-only and a dynamic change is refused. DOUBLE values are written as Java writes them (``1.0E-5``).
 * Group, client-metrics and broker-logger resources are not supported: INVALID_REQUEST.
 
 ``configuration_keys`` (null or empty for all) filters the configs by name. Synonyms are listed
@@ -30,15 +35,19 @@ CreateTopics, AlterConfigs and IncrementalAlterConfigs.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.handlers.registry import RequestContext, handles
+from broker.log_cleaner import DEFAULT_BACKOFF_MS
 from broker.topics import validate_topic_name
+from storage.cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_IO_BUFFER_LOAD_FACTOR, DEFAULT_IO_BUFFER_SIZE
 from storage.config import BROKER_LOG_PROPERTIES, BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG, LogConfig
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -252,6 +261,8 @@ def _entry(
     include_synonyms: bool,
     include_documentation: bool,
 ) -> ConfigResult:
+    if config_type == ConfigType.DOUBLE and value is not None:
+        value = _typed(value, config_type)  # Java's form: 1e-05 is 1.0E-5
     return ConfigResult(
         name=name,
         value=None if sensitive else value,
@@ -340,9 +351,46 @@ _BROKER_IDENTITY_CONFIGS: dict[str, tuple[ConfigType, str]] = {
     "log.dirs": (ConfigType.STRING, "Directory holding the partitions' logs."),
 }
 
+
+
+def java_double(value: float) -> str:
+    """A double as Java's ``Double.toString`` writes it, as Kafka reports DOUBLE configs: ``0.9``,
+    ``1.0``, ``1.0E-5``, ``1.7976931348623157E308``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))  # the same shortest digits, never in exponent form in this range
+    sign, digits, exponent = Decimal(repr(float(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) + int(exponent) - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+# The log cleaner's own settings (broker.log_cleaner reads them at start-up): Kafka name -> (built-in
+# default, type, what it does). Kafka changes all but log.cleaner.enable at run time; trafka's cleaner
+# does not, so they are read-only here and a dynamic change is refused rather than ignored.
+_CLEANER_CONFIGS: dict[str, tuple[str, ConfigType, str]] = {
+    "log.cleaner.enable": ("true", ConfigType.BOOLEAN,
+                           "Whether the log cleaner runs; without it compacted topics are not compacted."),
+    "log.cleaner.threads": ("1", ConfigType.INT, "Threads that compact logs, each cleaning one log at a time."),
+    "log.cleaner.backoff.ms": (str(DEFAULT_BACKOFF_MS), ConfigType.LONG,
+                               "How long the cleaner sleeps when no log needs cleaning."),
+    "log.cleaner.dedupe.buffer.size": (str(DEFAULT_DEDUPE_BUFFER_SIZE), ConfigType.LONG,
+                                       "Memory of the offset maps (key hash -> latest offset), shared by the "
+                                       "cleaner threads; bounds how much of a dirty log one cleaning covers."),
+    "log.cleaner.io.buffer.size": (str(DEFAULT_IO_BUFFER_SIZE), ConfigType.INT,
+                                   "Size of the cleaner's read and write buffers."),
+    "log.cleaner.io.buffer.load.factor": (java_double(DEFAULT_IO_BUFFER_LOAD_FACTOR), ConfigType.DOUBLE,
+                                          "How full the offset map may get."),
+    "log.cleaner.io.max.bytes.per.second": (java_double(1.7976931348623157e308), ConfigType.DOUBLE,
+                                            "Bytes per second the cleaner threads may read and write together."),
+}
+
 #: Broker settings this broker knows and reads at start-up only: a dynamic change is refused.
 STATIC_BROKER_CONFIGS = (
-    frozenset(_BROKER_FIELDS) | frozenset(_BROKER_IDENTITY_CONFIGS)
+    frozenset(_BROKER_FIELDS) | frozenset(_BROKER_IDENTITY_CONFIGS) | frozenset(_CLEANER_CONFIGS)
     | frozenset(name for alternatives in BROKER_TIME_CONFIGS.values() for name, _ in alternatives[1:])
 )
 
@@ -352,6 +400,20 @@ _SENSITIVE_NAME = re.compile(r"password|secret|jaas|ssl\.keystore\.key$|certific
 
 def _format(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _typed(value: str, config_type: ConfigType) -> str:
+    """A property's value as Kafka reports it once parsed: ``1`` of a DOUBLE is ``1.0``."""
+    try:
+        if config_type == ConfigType.DOUBLE:
+            return java_double(float(value))
+        if config_type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+            return str(int(value.strip()))
+        if config_type == ConfigType.BOOLEAN:
+            return value.strip().lower()
+    except ValueError:
+        pass
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +444,9 @@ def _broker_configs(broker: Broker) -> dict[str, _BrokerConfigEntry]:
         entries[name] = _BrokerConfigEntry(
             _format(getattr(config, field)), ((name, _format(getattr(builtin, field))),), config_type, documentation
         )
+    for name, (default, config_type, documentation) in _CLEANER_CONFIGS.items():
+        value = _typed(properties[name], config_type) if name in properties else default
+        entries[name] = _BrokerConfigEntry(value, ((name, default),), config_type, documentation)
     log_defaults = broker.default_log_config.to_properties()
     for broker_name, topic_name in BROKER_TO_TOPIC_CONFIG.items():
         config_type, _ = TOPIC_CONFIG_INFO[topic_name]

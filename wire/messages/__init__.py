@@ -42,6 +42,7 @@ from wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMark
 from wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from wire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -114,6 +115,7 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -160,6 +162,7 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
     ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
+    ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
     ApiKey.DELETE_GROUPS: DeleteGroupsRequest,
@@ -205,6 +208,7 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitResponse,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
     ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
+    ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsResponse,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
     ApiKey.DELETE_GROUPS: DeleteGroupsResponse,
@@ -259,6 +263,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
     "DescribeTopicPartitionsRequest",
