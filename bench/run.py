@@ -4,6 +4,7 @@
     python -m bench --quick    # smaller counts, fewer workloads (under 2 minutes)
     python -m bench --brokers trafka,kafka
     python -m bench --cluster  # 3 trafka brokers on ZooKeeper beside one, and failover (bench/cluster.py)
+    python -m bench --cleaner  # the log cleaner: throughput, memory, produce latency on and off (bench/cleaner.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -594,7 +595,16 @@ def main(argv: list[str] | None = None) -> int:
         help="trafka alone: a 3-broker cluster on ZooKeeper (RF 3, acks=all) beside one broker (acks=1), "
         "and leader failover (see bench/cluster.py; --brokers does not apply)",
     )
+    parser.add_argument(
+        "--cleaner", action="store_true",
+        help="trafka alone: the log cleaner's throughput on a 1 GB compacted topic, the broker's memory while it "
+        "cleans, and produce latency beside it with the cleaner on and off (see bench/cleaner.py)",
+    )
     args = parser.parse_args(argv)
+    if args.cleaner:
+        from bench import cleaner
+
+        return cleaner.main([], quick=args.quick, output=args.output)
     if args.cluster:
         from bench import cluster
 

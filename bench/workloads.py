@@ -122,6 +122,57 @@ def produce(p: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def keyed_produce(p: dict[str, Any]) -> dict[str, Any]:
+    """Records of ``size`` bytes under ``keys`` distinct keys, taken in turn, until ``bytes`` of values are
+    sent (for a compacted topic: every key gets about bytes / size / keys versions); acks=1, large batches,
+    compression none. Time from the first produce() to flush() returning."""
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:  # called for failed records only
+        if err is not None and len(failures) < 5:
+            failures.append(str(err))
+
+    producer = Producer(
+        _quiet(
+            {
+                "bootstrap.servers": p["bootstrap"],
+                "acks": "1",
+                "linger.ms": p.get("linger_ms", 20),
+                "batch.size": p.get("batch_size", 1_048_576),
+                "compression.type": "none",
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "delivery.report.only.error": True,
+                "on_delivery": on_delivery,
+            }
+        )
+    )
+    producer.list_topics(p["topic"], timeout=30)
+    keys = [f"key-{n:06d}".encode() for n in range(p["keys"])]
+    values = [os.urandom(p["size"]) for _ in range(64)]  # random, so incompressible; reused to save time
+    count = -(-p["bytes"] // p["size"])
+    topic = p["topic"]
+    produce_one, poll = producer.produce, producer.poll
+    started = time.perf_counter()
+    deadline = started + PRODUCE_DEADLINE_S
+    sent = 0
+    while sent < count and time.perf_counter() < deadline:
+        try:
+            produce_one(topic, values[sent & 63], keys[sent % len(keys)])
+            sent += 1
+        except BufferError:
+            poll(0.001)
+    remaining = producer.flush(max(0.0, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - started
+    result: dict[str, Any] = {**_rate(sent - remaining, p["size"], elapsed), "records": sent - remaining,
+                              "seconds": elapsed}
+    if failures or remaining or sent < count:
+        result["error"] = f"{count - sent + remaining} undelivered; {'; '.join(failures)}"
+    return result
+
+
 def consume(p: dict[str, Any]) -> dict[str, Any]:
     """Read ``count`` records from the start of every partition (assign, no group).
 
@@ -503,16 +554,22 @@ def produce_latency(p: dict[str, Any]) -> dict[str, Any]:
     latencies_s: list[float] = []
     failures: list[str] = []
     warm_up_ns = time.monotonic_ns() + 1_000_000_000
+    # With "samples": every record's (produce time in monotonic ns, latency in ms), for the caller to cut
+    # into windows (CLOCK_MONOTONIC is the same in every process of the machine).
+    samples: list[tuple[int, float]] | None = [] if p.get("samples") else None
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             if len(failures) < 5:
                 failures.append(str(err))
             return
-        if int.from_bytes(msg.value()[:8], "big") >= warm_up_ns:
+        sent_ns = int.from_bytes(msg.value()[:8], "big")
+        if sent_ns >= warm_up_ns:
             latency = msg.latency()
             if latency is not None and latency >= 0:
                 latencies_s.append(latency)
+                if samples is not None:
+                    samples.append((sent_ns, round(latency * 1000, 3)))
 
     producer = Producer(
         _quiet(
@@ -549,6 +606,8 @@ def produce_latency(p: dict[str, Any]) -> dict[str, Any]:
     if latencies_s:
         for name, q in (("p50_ms", 0.50), ("p99_ms", 0.99), ("p999_ms", 0.999), ("max_ms", 1.0)):
             result[name] = latencies_s[min(len(latencies_s) - 1, int(q * len(latencies_s)))] * 1000
+    if samples is not None:
+        result["samples"] = samples
     if failures or remaining or not latencies_s:
         result["error"] = f"{remaining} undelivered; {'; '.join(failures)}"
     return result
@@ -672,6 +731,7 @@ WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "latency": latency,
     "group": group,
     "produce_latency": produce_latency,
+    "keyed_produce": keyed_produce,
     "failover_writer": failover_writer,
 }
 
