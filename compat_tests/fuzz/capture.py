@@ -203,6 +203,10 @@ def confluent(bootstrap: str, step: Callable[[str], contextlib.AbstractContextMa
                                  TopicPartition(topic, 1): OffsetSpec.earliest()}, request_timeout=20))
         wait(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.for_timestamp(1_700_000_000_000)},
                                 request_timeout=20))
+    with step("admin elect leaders"):
+        from confluent_kafka import ElectionType
+
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)], request_timeout=20).result(20)
     with step("admin create partitions"):
         wait(admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=10))
     with step("watermarks"):
@@ -257,6 +261,12 @@ def kafka_python(bootstrap: str, step: Callable[[str], contextlib.AbstractContex
         admin.list_group_offsets(group)
         admin.delete_group_offsets(group, [TopicPartition(topic, 1)])
         admin.delete_groups([group])
+    with step("admin leadership and placement"):
+        admin.elect_leaders(0, {topic: [0, 1]}, raise_errors=False)
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [1]})
+        admin.list_partition_reassignments()
+    with step("admin log dirs"):
+        admin.describe_log_dirs()
     with step("admin records and partitions"):
         admin.delete_records({TopicPartition(topic, 0): 1})
         admin.create_partitions({topic: NewPartitions(3)})
