@@ -380,7 +380,9 @@ class TopicManager:
         async with self._changes:
             return await self._create_partitions(name, count, validate_only)
 
-    async def _create_partitions(self, name: str, count: int, validate_only: bool) -> Topic:
+    def _check_growth(self, name: str, count: int) -> Topic:
+        """CreatePartitions' checks: the topic exists and ``count`` is more partitions than it has, and
+        the new ones fit in the descriptor limit."""
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -393,6 +395,11 @@ class TopicManager:
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         self._check_descriptors(name, count - current)
+        return topic
+
+    async def _create_partitions(self, name: str, count: int, validate_only: bool) -> Topic:
+        topic = self._check_growth(name, count)
+        current = len(topic.partitions)
         if validate_only:
             return topic
         self.catalog.set_partitions(name, count, save=False)

@@ -80,7 +80,7 @@ from storage.index import AbortedTxn
 from storage.segment import AppendedBatch, LogSegment
 from wire.compression import Compression, compress, decompress
 from wire.errors import ErrorCode, KafkaError
-from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
+from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, RecordBatch, crc32c, encode_varint, read_varint
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -129,24 +129,6 @@ def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    byte = data[position]
-    position += 1
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), position
-    value = byte & 0x7F
-    shift = 7
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), position
-        shift += 7
-        if shift > 63:
-            raise _corrupt("a varint is longer than 10 bytes")
-
-
 # One record inside a batch's (decompressed) data: where it starts and ends, its offset and timestamp
 # deltas, where its key lies (-1, -1 for a null key) and whether its value is null.
 RecordSpan = tuple[int, int, int, int, int, int, bool]
@@ -155,7 +137,7 @@ RecordSpan = tuple[int, int, int, int, int, int, bool]
 def scan_records(data: bytes, count: int) -> list[RecordSpan]:
     """The ``count`` records of a batch's records data, located without decoding headers or copying."""
     spans: list[RecordSpan] = []
-    read = _read_varint
+    read = read_varint
     position = 0
     size = len(data)
     try:
@@ -186,23 +168,13 @@ def scan_records(data: bytes, count: int) -> list[RecordSpan]:
     return spans
 
 
-def _encode_varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
 def _rebased_record(data: bytes, span: RecordSpan, timestamp_shift: int) -> bytes:
     """The record at ``span`` with its timestamp delta made ``timestamp_shift`` larger, the rest as it was."""
-    _, position = _read_varint(data, span[0])
+    _, position = read_varint(data, span[0])
     attributes = data[position:position + 1]
-    _, rest = _read_varint(data, position + 1)
-    body = attributes + _encode_varint(span[3] + timestamp_shift) + data[rest:span[1]]
-    return _encode_varint(len(body)) + body
+    _, rest = read_varint(data, position + 1)
+    body = attributes + encode_varint(span[3] + timestamp_shift) + data[rest:span[1]]
+    return encode_varint(len(body)) + body
 
 
 def batch_records_data(batch: RecordBatch) -> bytes:

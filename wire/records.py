@@ -500,7 +500,7 @@ class RecordBatch:
 
 # -- varints ---------------------------------------------------------------------------------------
 
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+def read_varint(data: bytes, position: int) -> tuple[int, int]:
     """A zigzag varint (up to 64 bits) at ``position``; returns (value, position after it)."""
     byte = data[position]
     position += 1
@@ -522,7 +522,7 @@ def _read_varint(data: bytes, position: int) -> tuple[int, int]:
 _SMALL_VARINTS = [bytes([(n << 1) if n >= 0 else ((-n << 1) - 1)]) for n in range(-64, 64)]
 
 
-def _varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     """``value`` zigzag-encoded as a varint (varlong for values beyond 32 bits)."""
     if -64 <= value < 64:
         return _SMALL_VARINTS[value + 64]
@@ -542,10 +542,10 @@ def _decode_records(
 ) -> Iterator[Record]:
     position = 0
     size = len(data)
-    read_varint = _read_varint
+    varint = read_varint  # (a local name: this loop runs once a record)
     for index in range(count):
         try:
-            length, position = read_varint(data, position)
+            length, position = varint(data, position)
             record_start = position
             record_end = position + length
             if length < 0 or record_end > size:
@@ -554,9 +554,9 @@ def _decode_records(
                     "in the batch"
                 )
             position += 1  # record attributes: unused
-            timestamp_delta, position = read_varint(data, position)
-            offset_delta, position = read_varint(data, position)
-            key_length, position = read_varint(data, position)
+            timestamp_delta, position = varint(data, position)
+            offset_delta, position = varint(data, position)
+            key_length, position = varint(data, position)
             if key_length < 0:
                 key = None
                 if key_length != -1:
@@ -564,7 +564,7 @@ def _decode_records(
             else:
                 key = data[position : position + key_length]
                 position += key_length
-            value_length, position = read_varint(data, position)
+            value_length, position = varint(data, position)
             if value_length < 0:
                 value = None
                 if value_length != -1:
@@ -572,19 +572,19 @@ def _decode_records(
             else:
                 value = data[position : position + value_length]
                 position += value_length
-            header_count, position = read_varint(data, position)
+            header_count, position = varint(data, position)
             if header_count < 0 or header_count > record_end - position:
                 raise _invalid(f"record {index} has invalid header count {header_count}")
             headers: list[tuple[str, bytes | None]] = []
             for _ in range(header_count):
-                header_key_length, position = read_varint(data, position)
+                header_key_length, position = varint(data, position)
                 if header_key_length < 0:
                     raise _invalid(
                         f"record {index} has invalid header key length {header_key_length}"
                     )
                 header_key = str(data[position : position + header_key_length], "utf-8")
                 position += header_key_length
-                header_value_length, position = read_varint(data, position)
+                header_value_length, position = varint(data, position)
                 if header_value_length < 0:
                     header_value = None
                 else:
@@ -822,25 +822,25 @@ def _encode_record(
     value: Buffer | None,
     headers: Sequence[tuple[str, Buffer | None]],
 ) -> list[Buffer]:
-    parts: list[Buffer] = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]
+    parts: list[Buffer] = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
     if key is None:
         parts.append(b"\x01")
     else:
-        parts += (_varint(len(key)), key)
+        parts += (encode_varint(len(key)), key)
     if value is None:
         parts.append(b"\x01")
     else:
-        parts += (_varint(len(value)), value)
-    parts.append(_varint(len(headers)))
+        parts += (encode_varint(len(value)), value)
+    parts.append(encode_varint(len(headers)))
     for header_key, header_value in headers:
         encoded_key = header_key.encode("utf-8")
-        parts += (_varint(len(encoded_key)), encoded_key)
+        parts += (encode_varint(len(encoded_key)), encoded_key)
         if header_value is None:
             parts.append(b"\x01")
         else:
-            parts += (_varint(len(header_value)), header_value)
+            parts += (encode_varint(len(header_value)), header_value)
     body_size = sum(map(len, parts))
-    parts.insert(0, _varint(body_size))
+    parts.insert(0, encode_varint(body_size))
     return parts
 
 

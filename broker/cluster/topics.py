@@ -255,20 +255,10 @@ class ClusterTopicManager(TopicManager):
 
     async def _create_partitions(self, name: str, count: int, validate_only: bool,
                                  replica_assignment: Sequence[Sequence[int]] | None = None) -> Topic:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        topic = self._check_growth(name, count)
         current = len(topic.partitions)
-        if count < current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
-            )
-        if count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         replication_factor = len(topic.partitions[0].replicas)
         self._check_replication_factor(replication_factor)
-        self._check_descriptors(name, count - current)
         if replica_assignment is not None:
             placement = dict(enumerate(replica_assignment, start=current))
         else:
