@@ -185,7 +185,8 @@ def write_properties(path: Path, data_dir: Path, port: int, controller_port: int
 
 def format_storage(properties_path: Path, *, jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
     """Format the data directory named in ``properties_path`` for a new cluster, with Kafka's storage tool."""
-    arguments = ("format", "-t", _cluster_id(), "-c", str(properties_path))
+    # (--cluster-id=ID: a random id may begin with "-", which would read as an option)
+    arguments = ("format", f"--cluster-id={_cluster_id()}", "-c", str(properties_path))
     result = subprocess.run(java_command("kafka.tools.StorageTool", *arguments, jvm_options=jvm_options),
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
