@@ -300,8 +300,9 @@ class _Member:
                     self.seen.append((m.partition(), m.offset(), self.committed.get(m.partition(), 0)))
             try:
                 result = self.consumer.commit(asynchronous=False)
-            except KafkaException:
+            except KafkaException:  # (while the coordinator is away) at the same pace: the group keeps work
                 self.commit_failures += 1
+                time.sleep(0.1)
                 continue
             with self.lock:
                 for tp in result or []:
@@ -325,7 +326,7 @@ def test_a_consumer_group_goes_on_with_a_new_coordinator_from_its_committed_offs
     cluster = make_cluster({"offsets.topic.replication.factor": 3})
     topic, group = "events", f"group-{uuid.uuid4().hex[:8]}"
     _create(cluster, topic, 3)
-    total = 900
+    total = 3000  # (the group reads about 150 a second; its coordinator is away for some 7 s)
     ConfluentClient(cluster.bootstrap).produce(
         topic, [Message(str(i).encode(), key=str(i).encode(), partition=i % 3) for i in range(total)], acks="all")
 
@@ -346,7 +347,7 @@ def test_a_consumer_group_goes_on_with_a_new_coordinator_from_its_committed_offs
         new_coordinator = wait(lambda: (lambda c: c if c != coordinator else None)(_coordinator(cluster, group)),
                                "a new coordinator for the group")
         at_failover = read()
-        wait(lambda: read() >= at_failover + 100, "100 more records read")
+        wait(lambda: read() >= min(at_failover + 100, total), "100 more records read")
         # A member leaves: its partitions go to the others, who start where the group committed.
         members.pop().close()
         wait(lambda: read() == total, "every record read", timeout=90)
