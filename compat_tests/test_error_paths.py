@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from compat_tests.clients import ConfluentClient
+from compat_tests.clients import ConfluentClient, Message
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient, encode_frame, read_frame
 from wire.errors import ErrorCode
@@ -47,8 +47,8 @@ def produce(topic: str, partition: int, records: bytes, *, acks: int = -1, topic
     return ProduceRequest(acks=acks, timeout_ms=10_000, topic_data=[data])
 
 
-def fetch(topic: str, partition: int, *, offset: int = 0, leader_epoch: int = -1):
-    return FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
+def fetch(topic: str, partition: int, *, offset: int = 0, leader_epoch: int = -1, replica_id: int = -1):
+    return FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
         FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
             partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=leader_epoch)])])
 
@@ -75,6 +75,11 @@ CASES = {
     "two batches": (produce("errors", 0, BATCH + BATCH), 9, produced, ErrorCode.INVALID_RECORD),
     "a leader epoch from the future": (fetch("errors", 0, leader_epoch=5), 12, fetched,
                                        ErrorCode.UNKNOWN_LEADER_EPOCH),
+    # Versions before the response could name the current leader (v12) are answered without it.
+    "a fetch from a broker that holds no replica, v11": (fetch("errors", 0, replica_id=5), 11, fetched,
+                                                         ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    "a fetch from a broker that holds no replica, v4": (fetch("errors", 0, replica_id=5), 4, fetched,
+                                                        ErrorCode.NOT_LEADER_OR_FOLLOWER),
     "a batch over max.message.bytes": (produce("small", 0, build_batch([SimpleRecord(None, bytes(1200))])), 9,
                                        produced, ErrorCode.MESSAGE_TOO_LARGE),
     "a batch over segment.bytes": (produce("small", 1, build_batch([SimpleRecord(None, bytes(150))])), 9,
@@ -93,7 +98,16 @@ def test_each_error_fails_its_request_alone(strict_broker, case):
         # The same connection goes on, and so does everyone else.
         assert client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
                               3).error_code == 0
-    assert "errors" in ConfluentClient(strict_broker.bootstrap).list_topics()
+    assert_served(strict_broker, case)
+
+
+def assert_served(broker: BrokerProcess, marker: str) -> None:
+    """A real client on another connection writes a record and reads that same record back."""
+    client = ConfluentClient(broker.bootstrap)
+    value = f"after: {marker}".encode()
+    [delivery] = client.produce("errors", [Message(value, partition=1)])
+    [record] = client.consume("errors", 1, partitions=[1], offset=delivery.offset)
+    assert (record.offset, record.value) == (delivery.offset, value)
 
 
 def _frame_of_size(size: int) -> bytes:
@@ -122,4 +136,4 @@ def test_frames_at_the_socket_request_max_bytes_edge(strict_broker):
         except ConnectionResetError:
             pass
     assert "larger than the maximum of 100000 bytes" in strict_broker.log_text()
-    assert "errors" in ConfluentClient(strict_broker.bootstrap).list_topics()
+    assert_served(strict_broker, "a frame over socket.request.max.bytes")

@@ -77,7 +77,11 @@ def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_
             broker.stop()
             broker.overrides["metrics.port"] = ports[broker.node_id]
             broker.start(broker.port)
-        ConfluentClient(cluster.bootstrap).create_topic("watched", 1, replication_factor=3)
+        # Each broker learns of the others' registrations through its own ZooKeeper watch; the one
+        # answering CreateTopics may still count two brokers for a moment after the last restart.
+        wait(lambda: cluster.live_broker_ids() == {1, 2, 3}, "all three brokers registered")
+        wait(lambda: ConfluentClient(cluster.bootstrap).create_topic("watched", 1, replication_factor=3) or True,
+             "the topic created with three replicas")
         leader, replicas, _ = wait(lambda: (lambda m: m if m[2] == [1, 2, 3] else None)(
             cluster.metadata("watched").get(0)), "a full ISR")
 

@@ -42,7 +42,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
     replica_id = replica_id_of(request, ctx.api_version)
-    responses, available = _read(targets, request, max_bytes, faulted, replica_id)
+    responses, available = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
@@ -54,7 +54,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         finally:
             for partition in partitions:
                 partition.remove_waiter(waiter)
-        responses, _ = _read(targets, request, max_bytes, faulted, replica_id)
+        responses, _ = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if ctx.broker.metrics is not None:
         _count_bytes_out(ctx.broker.metrics, targets, responses)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
@@ -112,11 +112,12 @@ def replica_id_of(request: FetchRequest, version: int) -> int:
     return request.replica_id
 
 
-def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
+def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes: int,
           faulted: dict[tuple[str, int], int], replica_id: int = -1) -> tuple[list[TopicResponse], int]:
     """One pass over the requested partitions; returns the responses and the record bytes found.
     Partitions in ``faulted`` get their fault rule's error code and no records. A follower
-    (``replica_id`` >= 0) reads up to the log end offset and is told where its log diverges."""
+    (``replica_id`` >= 0) reads up to the log end offset and, from v12 (where the response can say
+    so), is told where its log diverges."""
     remaining = max_bytes
     read_committed = request.isolation_level == READ_COMMITTED
     total = 0
@@ -138,12 +139,13 @@ def _read(targets: list[Target], request: FetchRequest, max_bytes: int,
                 if replica_id < 0:
                     info = partition.read(wanted_partition.fetch_offset, limit, min_one_batch=total == 0)
                 else:
-                    diverging = partition.diverging_epoch(wanted_partition.last_fetched_epoch,
-                                                          wanted_partition.fetch_offset)
+                    if version >= 12:
+                        diverging = partition.diverging_epoch(wanted_partition.last_fetched_epoch,
+                                                              wanted_partition.fetch_offset)
                     info = None if diverging is not None else partition.read_for_follower(
                         replica_id, wanted_partition.fetch_offset, limit, min_one_batch=total == 0)
             except KafkaError as exc:
-                response = _error(index, exc.code, partition)
+                response = _error(index, exc.code, partition if version >= 12 else None)
                 if partition.is_leader:  # e.g. OFFSET_OUT_OF_RANGE: the offsets tell the client where to go
                     response.high_watermark = response.last_stable_offset = partition.high_watermark
                     response.log_start_offset = partition.log_start_offset
@@ -178,7 +180,7 @@ def _error(index: int, code: ErrorCode, partition: Partition | None = None) -> P
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b""
     )
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) and partition is not None:
-        # The leader as this broker knows it (v12+), so the client need not ask Metadata first.
+        # The leader as this broker knows it (given from v12), so the client need not ask Metadata first.
         data.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
                                                              leader_epoch=partition.leader_epoch)
     return data

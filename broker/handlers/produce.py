@@ -61,7 +61,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 continue
             partition = topic.partitions[data.index]
             if not partition.is_leader:
-                partition_responses.append(_not_leader(data.index, partition))
+                partition_responses.append(_not_leader(data.index, partition, ctx.api_version))
                 continue
             if acks == -1 and len(partition.isr) < topic.log_config.min_insync_replicas:
                 partition_responses.append(
@@ -145,9 +145,11 @@ def _fail(response: PartitionResponse, code: ErrorCode, message: str | None = No
     response.error_message = message
 
 
-def _not_leader(index: int, partition: Partition) -> PartitionResponse:
+def _not_leader(index: int, partition: Partition, version: int) -> PartitionResponse:
     response = _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    # The leader as this broker knows it (v10+), so the producer need not ask Metadata first.
+    if version < 10:
+        return response
+    # The leader as this broker knows it (given from v10), so the producer need not ask Metadata first.
     response.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=partition.leader_id,
                                                                leader_epoch=partition.leader_epoch)
     return response
