@@ -66,3 +66,49 @@ def test_the_controller_gives_preferred_leaders_their_partitions_back(zookeeper,
              "every partition led by its preferred replica again")
     finally:
         cluster.close()
+
+
+def test_stale_leader_epochs_and_misdirected_produces_after_a_failover(zookeeper, tmp_path: Path):
+    """After a failover, a Fetch with the old leader epoch is fenced and a Produce to a follower is
+    refused; from Fetch v12 and Produce v10 the answer names the current leader, before that the
+    versions cannot carry it and the answer goes without. The connection serves on."""
+    from compat_tests.test_error_paths import BATCH, fetch, fetched, produce, produced
+    from compat_tests.wire_client import WireClient
+    from wire.errors import ErrorCode
+    from wire.messages import ApiVersionsRequest
+
+    cluster = start_cluster(zookeeper, tmp_path, {"auto.leader.rebalance.enable": "false"})
+    try:
+        ConfluentClient(cluster.bootstrap).create_topic("moved", 1, replication_factor=3)
+        old_leader = wait(lambda: (lambda m: m[0] if m[2] == [1, 2, 3] else None)(cluster.metadata("moved")[0]),
+                          "a full ISR")
+        cluster.broker(old_leader).kill()
+        new_leader = wait(lambda: (lambda m: m[0] if m[0] not in (-1, old_leader) else None)(
+            cluster.metadata("moved")[0]), "a new leader")
+        follower = next(b for b in cluster.brokers if b.running and b.node_id != new_leader)
+        leader = cluster.broker(new_leader)
+
+        with WireClient(f"{leader.host}:{leader.port}") as client:
+            for version in (9, 11, 12):  # (a Fetch names its leader epoch from v9, its topic by id from v13)
+                response = client.request(fetch("moved", 0, leader_epoch=0), version)
+                assert ErrorCode(fetched(response)) == ErrorCode.FENCED_LEADER_EPOCH, version
+                current = response.responses[0].partitions[0].current_leader
+                if version >= 12:
+                    assert current.leader_id == new_leader and current.leader_epoch >= 1, (version, current)
+                else:
+                    assert (current.leader_id, current.leader_epoch) == (-1, -1), (version, current)
+            assert client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                  3).error_code == 0
+        with WireClient(f"{follower.host}:{follower.port}") as client:
+            for version in (3, 9, 10, 12):
+                response = client.request(produce("moved", 0, BATCH), version)
+                assert ErrorCode(produced(response)) == ErrorCode.NOT_LEADER_OR_FOLLOWER, version
+                current = response.responses[0].partition_responses[0].current_leader
+                if version >= 10:
+                    assert current.leader_id == new_leader and current.leader_epoch >= 1, (version, current)
+                else:
+                    assert (current.leader_id, current.leader_epoch) == (-1, -1), version
+            assert client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                  3).error_code == 0
+    finally:
+        cluster.close()
