@@ -17,7 +17,7 @@ from broker.cluster import CoordinationError
 from broker.config import BrokerConfig
 from broker.faults import FaultRules
 from broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
-from broker.topics import OFFSETS_TOPIC, TopicManager
+from broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from storage.broker_configs import DynamicBrokerConfigs
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperCluster
     from broker.replication.manager import ReplicaManager
     from broker.groups.coordinator import GroupCoordinator
+    from broker.txn.channel import MarkerChannel
+    from broker.txn.coordinator import TransactionCoordinator
     from broker.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,8 @@ class Broker:
         #: broker.metrics.Metrics when metrics.port is set, for the handlers to count in.
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
+        self._transactions: TransactionCoordinator | None = None
+        self._marker_channel: MarkerChannel | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
 
@@ -100,10 +104,13 @@ class Broker:
                                    self.replicas)
 
     def _on_leadership(self, partition: Partition, leading: bool) -> None:
-        """The group coordinator follows the leaders of ``__consumer_offsets``' partitions (once loaded;
-        when it loads, it looks at which it leads)."""
+        """The group coordinator follows the leaders of ``__consumer_offsets``' partitions, the
+        transaction coordinator those of ``__transaction_state`` (once loaded; when one loads, it looks
+        at which it leads)."""
         if partition.topic == OFFSETS_TOPIC and self._groups is not None:
             self._groups.on_partition_leadership(partition.index, leading)
+        elif partition.topic == TRANSACTION_STATE_TOPIC and self._transactions is not None:
+            self._transactions.on_partition_leadership(partition.index, leading)
 
     async def change_dynamic_configs(
         self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
@@ -155,6 +162,28 @@ class Broker:
         """The group coordinator if a group request has loaded it, without loading it."""
         return self._groups
 
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """Transactional ids and their transactions (kept in ``__transaction_state``); loaded like
+        :attr:`groups`, at start when the topic exists and otherwise with the first request for it."""
+        if self._transactions is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the transaction coordinator runs with the broker's background tasks")
+            from broker.txn.coordinator import TransactionCoordinator
+
+            self._transactions = TransactionCoordinator(self)
+            self._background_tasks.start_soon(self._transactions.run)
+        return self._transactions
+
+    @property
+    def marker_channel(self) -> MarkerChannel:
+        """Transaction markers to the other brokers of the cluster."""
+        if self._marker_channel is None:
+            from broker.txn.channel import MarkerChannel
+
+            self._marker_channel = MarkerChannel(self.topics.live_brokers)
+        return self._marker_channel
+
     async def group_coordinator(self) -> GroupCoordinator:
         """``groups`` with ``__consumer_offsets`` in place: a group request that stores something
         creates the topic when no FindCoordinator did before it."""
@@ -198,6 +227,8 @@ class Broker:
                     await self._run_cluster(nursery)
                 if self.topics.get(OFFSETS_TOPIC) is not None:
                     self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
+                if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+                    self.transactions  # noqa: B018  (likewise)
                 task_status.started()
                 from broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
 

@@ -200,7 +200,15 @@ class BrokerConfig:
     group_consumer_migration_policy: str = "bidirectional"
     offsets_topic_num_partitions: int = 50
     offsets_retention_minutes: int = 10_080
+    # The transaction coordinator (broker.txn), under Kafka's names and defaults.
     transaction_max_timeout_ms: int = 900_000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
+    transaction_state_log_min_isr: int = 1  # Kafka's 2 in a cluster
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     # The most partitions one CreateTopics or CreatePartitions request may create (Kafka's
     # controller.max.records.per.batch: the records of one request go into one metadata batch).
     controller_max_records_per_batch: int = 10_000
@@ -299,13 +307,23 @@ class BrokerConfig:
         config.offsets_retention_minutes = _int(
             props, "offsets.retention.minutes", config.offsets_retention_minutes
         )
-        config.transaction_max_timeout_ms = _int(
-            props, "transaction.max.timeout.ms", config.transaction_max_timeout_ms
-        )
         config.controller_max_records_per_batch = _int(
             props, "controller.max.records.per.batch", config.controller_max_records_per_batch
         )
         _read_cluster_settings(config, props)
+        if config.zookeeper_connect is not None:
+            config.transaction_state_log_replication_factor = 3
+            config.transaction_state_log_min_isr = 2
+        for name in ("transaction.max.timeout.ms", "transaction.state.log.num.partitions",
+                     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                     "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
+                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                     "transaction.remove.expired.transaction.cleanup.interval.ms"):
+            attribute = name.replace(".", "_")
+            value = _int(props, name, getattr(config, attribute))
+            if value < 1:
+                raise ConfigError(f"{name}={value}: must be at least 1")
+            setattr(config, attribute, value)
         _check_roles(props)
         ignored = properties_not_acted_on(props)
         if ignored:
@@ -371,7 +389,12 @@ BROKER_PROPERTIES = frozenset({
     "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
     "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
     "fetch.max.bytes", "log.retention.check.interval.ms", "metrics.port", "controller.max.records.per.batch", "process.roles",
-    "controller.quorum.voters", "transaction.max.timeout.ms", "max.request.partition.size.limit",
+    "controller.quorum.voters", "max.request.partition.size.limit",
+    # the transaction coordinator (broker.txn)
+    "transaction.max.timeout.ms", "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
     # groups and their offsets (broker.groups)
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
     "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",

@@ -17,9 +17,16 @@ coordination; the partition changes its ISR when the coordination says so.
 On a single broker the ISR is the leader alone, so the high watermark follows the log end offset on
 every append.
 
+Transactions: the leader appends the COMMIT and ABORT markers the transaction coordinator sends
+(:meth:`Partition.append_marker`) as it appends produced batches. The last stable offset (the first
+offset of a transaction still open, or closed by a marker not yet below the high watermark; at most
+the high watermark) bounds what read_committed consumers see; it moves when the high watermark does.
+
 Long-polling fetches register a :class:`DataWaiter`: a follower's fetch is woken by appends, a
-consumer's by the high watermark moving, each with the bytes that became readable to it, so a fetch
-returns as soon as ``min_bytes`` have arrived and never polls.
+read_uncommitted consumer's by the high watermark moving and a read_committed one's by the last
+stable offset moving, each with the bytes that became readable to it, so a fetch returns as soon as
+``min_bytes`` have arrived and never polls. Bytes above the last stable offset do not count for a
+read_committed fetch, as in Kafka: data held back by an open transaction does not wake it.
 """
 from __future__ import annotations
 
@@ -30,10 +37,14 @@ from collections.abc import Callable, Collection, Sequence
 
 import trio
 
-from storage.log import AppendInfo, FetchInfo, Log
+from storage.log import AppendInfo, AppendOrigin, FetchInfo, Log
 from wire.errors import ErrorCode, KafkaError
+from wire.records import RECORD_BATCH_OVERHEAD, ControlRecordType, build_control_batch
 
 NO_LEADER = -1
+#: Appends awaiting the last stable offset that are tracked one by one; beyond this many (a
+#: transaction left open for long), newer appends are counted together with the latest one.
+MAX_UNSTABLE_APPENDS = 1024
 
 
 class DataWaiter:
@@ -95,9 +106,13 @@ class Partition:
         self.isr_listener: Callable[[Partition], None] | None = None
         self._followers: dict[int, FollowerProgress] = {}
         self._consumer_waiters: set[DataWaiter] = set()
+        self._committed_waiters: set[DataWaiter] = set()  # read_committed consumers
         self._replica_waiters: set[DataWaiter] = set()
         # Appended but not yet below the high watermark: (end offset, bytes), for consumer waiters.
         self._uncommitted: collections.deque[tuple[int, int]] = collections.deque()
+        # Appended but not yet below the last stable offset: (end offset, bytes), for read_committed
+        # waiters.
+        self._unstable: collections.deque[tuple[int, int]] = collections.deque()
         # acks=all producers: woken when the high watermark moves or leadership changes (made when
         # someone waits, so that appends nobody waits on make no event).
         self._high_watermark_moved: trio.Event | None = None
@@ -106,6 +121,7 @@ class Partition:
             # so the high watermark is the log end offset (a checkpointed one from before an unclean
             # stop may lag behind what recovery kept).
             log.update_high_watermark(log.log_end_offset)
+        self._note_unstable_tail()
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -128,6 +144,10 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
     def _leader_log(self) -> Log:
         if not self.is_leader:
             raise KafkaError(
@@ -138,24 +158,58 @@ class Partition:
 
     # -- the leader's side -------------------------------------------------------------------------
 
-    def append(self, records: bytearray) -> AppendInfo:
+    def append(self, records: bytearray, *, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Append a produce request's batches (patched in place) as the leader; wake the fetches
-        waiting on them."""
+        waiting on them. ``origin`` COORDINATOR: batches the broker's own coordinators write."""
         log = self._leader_log()
-        info = log.append(records, leader_epoch=self.leader_epoch)
+        info = log.append(records, leader_epoch=self.leader_epoch, origin=origin)
         if not info.duplicate:
             added = len(records)
             for waiter in self._replica_waiters:
                 waiter.notify(added)
+            unstable = self._unstable
+            if len(unstable) < MAX_UNSTABLE_APPENDS:
+                unstable.append((log.log_end_offset, added))
+            else:
+                unstable[-1] = (log.log_end_offset, unstable[-1][1] + added)
             if len(self.isr) <= 1:
                 self._advance_high_watermark(log.log_end_offset, added)
             else:
                 self._uncommitted.append((log.log_end_offset, added))
         return info
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> FetchInfo:
-        """Batches from ``offset`` up to the high watermark (consumers never see uncommitted data)."""
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool, *,
+                      transaction_version: int = 0) -> AppendInfo:
+        """Append the COMMIT (``committed``) or ABORT marker ending ``producer_id``'s transaction, as
+        the leader, for the transaction coordinator of ``coordinator_epoch``.
+
+        Raises KafkaError: NOT_LEADER_OR_FOLLOWER; TRANSACTION_COORDINATOR_FENCED for a coordinator
+        epoch older than the one of the producer's last marker; INVALID_PRODUCER_EPOCH for a producer
+        epoch older than the producer's, or, from a coordinator on transaction version 2 (which bumps
+        the epoch with every transaction), not newer than it unless the marker repeats the last one."""
         log = self._leader_log()
+        if transaction_version >= 2:
+            entry = log.producer_state.last_entry(producer_id)
+            if entry is not None and producer_epoch <= entry.producer_epoch and not (
+                producer_epoch == entry.producer_epoch and entry.current_txn_first_offset is None
+            ):
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"{self}: marker of producer {producer_id} at epoch {producer_epoch}, not newer than its "
+                    f"epoch {entry.producer_epoch} (transaction version {transaction_version})",
+                )
+        kind = ControlRecordType.COMMIT if committed else ControlRecordType.ABORT
+        marker = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch))
+        return self.append(marker, origin=AppendOrigin.COORDINATOR)
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool, read_committed: bool = False) -> FetchInfo:
+        """A consumer's batches from ``offset``: up to the high watermark (consumers never see
+        uncommitted data), or with ``read_committed`` up to the last stable offset, with the aborted
+        transactions among them."""
+        log = self._leader_log()
+        if read_committed:
+            return log.read(offset, max_bytes, max_offset=log.last_stable_offset, min_one_batch=min_one_batch,
+                            include_aborted_transactions=True)
         return log.read(offset, max_bytes, max_offset=log.high_watermark, min_one_batch=min_one_batch)
 
     def read_for_follower(self, replica_id: int, offset: int, max_bytes: int, *, min_one_batch: bool,
@@ -221,7 +275,35 @@ class Partition:
         if added:
             for waiter in self._consumer_waiters:
                 waiter.notify(added)
+        self._release_stable()
         self._wake_producers()
+
+    def _note_unstable_tail(self) -> None:
+        """Start afresh under a new leadership (or a loaded log): the producer state forgets the
+        transactions whose markers are below the high watermark (loading replays them as awaiting
+        it, and the high watermark may not move for a while), and what read_committed fetches wait
+        for is counted again: the batches above the last stable offset that this leadership did
+        not append itself are at least one batch."""
+        self._unstable.clear()
+        log = self.log
+        if log is None:
+            return
+        log.update_high_watermark(log.high_watermark)
+        if log.last_stable_offset < log.log_end_offset:
+            self._unstable.append((log.log_end_offset, RECORD_BATCH_OVERHEAD))
+
+    def _release_stable(self) -> None:
+        """Wake read_committed fetches with the bytes now below the last stable offset."""
+        unstable = self._unstable
+        if not unstable:
+            return
+        last_stable_offset = self.log.last_stable_offset
+        released = 0
+        while unstable and unstable[0][0] <= last_stable_offset:
+            released += unstable.popleft()[1]
+        if released:
+            for waiter in self._committed_waiters:
+                waiter.notify(released)
 
     def _wake_producers(self) -> None:
         moved, self._high_watermark_moved = self._high_watermark_moved, None
@@ -282,6 +364,7 @@ class Partition:
         if new_epoch:
             self._followers = {replica: FollowerProgress(now) for replica in self.replicas if replica != self.local_id}
             self._uncommitted.clear()
+            self._note_unstable_tail()
         else:
             for replica in self.replicas:
                 if replica != self.local_id and replica not in self._followers:
@@ -314,11 +397,19 @@ class Partition:
 
     # -- waiters -----------------------------------------------------------------------------------
 
-    def add_waiter(self, waiter: DataWaiter, *, replica: bool = False) -> None:
-        (self._replica_waiters if replica else self._consumer_waiters).add(waiter)
+    def add_waiter(self, waiter: DataWaiter, *, replica: bool = False, read_committed: bool = False) -> None:
+        """Wake ``waiter`` with the bytes appended (``replica``), or that moved below the high
+        watermark, or (``read_committed``) below the last stable offset."""
+        if replica:
+            self._replica_waiters.add(waiter)
+        elif read_committed:
+            self._committed_waiters.add(waiter)
+        else:
+            self._consumer_waiters.add(waiter)
 
     def remove_waiter(self, waiter: DataWaiter) -> None:
         self._consumer_waiters.discard(waiter)
+        self._committed_waiters.discard(waiter)
         self._replica_waiters.discard(waiter)
 
 

@@ -354,7 +354,7 @@ class Log:
             appended: list[AppendedBatch] = []
             next_offset = first_offset = self._log_end_offset
             for batch, header in batches:
-                duplicate = producer_state.check(batch)
+                duplicate = producer_state.check(batch, from_client=from_client)
                 if duplicate is not None and from_client:
                     producer_state.abort_append()
                     return self._duplicate_info(batch, duplicate)

@@ -440,9 +440,15 @@ class ClassicGroup:
 
     # -- offsets ------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> None:
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, generation_id: int, *, transactional: bool = False
+    ) -> None:
         """Who may commit: the members of the current generation, and anyone while the group is empty
-        (generation -1: admin clients and consumers that assign partitions themselves)."""
+        (generation -1: admin clients and consumers that assign partitions themselves).
+
+        A transactional commit (TxnOffsetCommit) without member id and generation (its versions before
+        3 carry none) is accepted whatever the group's state, and the group's state is not enforced
+        for it (no REBALANCE_IN_PROGRESS), as in Kafka."""
         if self.is_in(ClassicGroupState.DEAD):
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if generation_id < 0 and self.is_empty:
@@ -455,9 +461,9 @@ class ClassicGroup:
                     f"Generation {generation_id} is not the current generation {self.generation_id} of group "
                     f"{self.group_id}",
                 )
-        elif not self.is_empty:
+        elif not transactional and not self.is_empty:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, "Only members may commit offsets for a non-empty group")
-        if self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+        if not transactional and self.is_in(ClassicGroupState.COMPLETING_REBALANCE):
             raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:

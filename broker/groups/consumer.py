@@ -496,21 +496,28 @@ class ConsumerGroup:
     # -- offsets and admin -----------------------------------------------------------------------------
 
     def validate_offset_commit(
-        self, member_id: str, group_instance_id: str | None, member_epoch: int, *, api_version: int
+        self, member_id: str, group_instance_id: str | None, member_epoch: int, *, api_version: int,
+        transactional: bool = False,
     ) -> None:
         """Members commit with their current member epoch (a classic member's generation is its member
         epoch); anyone may commit (epoch -1) to an empty group. Raises UNKNOWN_MEMBER_ID,
         STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a classic member), or UNSUPPORTED_VERSION before v9
-        for a consumer-protocol member."""
+        for a consumer-protocol member. A transactional commit (TxnOffsetCommit) may use any version,
+        and gets ILLEGAL_GENERATION where an OffsetCommit gets STALE_MEMBER_EPOCH, as in Kafka."""
         if member_epoch < 0 and not self.members:
             return
         member = self.member(member_id)
-        if api_version < 9 and not member.uses_classic_protocol:
+        if not transactional and api_version < 9 and not member.uses_classic_protocol:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol",
             )
-        _check_member_epoch(member, member_epoch)
+        try:
+            _check_member_epoch(member, member_epoch)
+        except KafkaError as exc:
+            if transactional and exc.code == ErrorCode.STALE_MEMBER_EPOCH:
+                raise KafkaError(ErrorCode.ILLEGAL_GENERATION, exc.message) from exc
+            raise
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         """Who may read the committed offsets: anyone who names no member (member id null and epoch

@@ -34,9 +34,20 @@ one are written in one batch, so a restart replays the group as it was converted
 Offsets of a group that has been empty for ``offsets.retention.minutes`` expire (checked every
 ``offsets.retention.check.interval.ms``); an empty group without offsets is then deleted. Deletions
 are written as tombstones, which compaction eventually drops.
+
+**Transactional offset commits** (TxnOffsetCommit; KIP-98, KIP-447): the offsets are written as a
+transactional batch of the producer (its producer id and epoch, sequence 0, appended as a coordinator
+write, as Kafka's coordinator does) and held pending per producer id (:mod:`broker.groups.offsets`).
+When the transaction's COMMIT or ABORT marker has been appended to the group's partition of
+``__consumer_offsets``, :meth:`GroupCoordinator.complete_transaction` makes them committed or drops
+them; replaying the partition does the same with the transactional batches and markers it reads, and a
+transaction still open at the end of the log stays pending. OffsetFetch with ``require_stable``
+answers UNSTABLE_OFFSET_COMMIT for a partition with pending offsets; their partitions do not expire,
+and a group with an open transaction is not deleted by expiry.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -68,9 +79,17 @@ from broker.groups.records import (
 from broker.groups.state import ClassicGroupState
 from broker.groups.timers import Timers
 from broker.topics import OFFSETS_TOPIC
+from storage.log import AppendInfo, AppendOrigin
 from wire.errors import ErrorCode, KafkaError
 from wire.primitives import DecodeError
-from wire.records import build_batch, iter_batches
+from wire.records import (
+    NO_PRODUCER_ID,
+    ControlRecordType,
+    RecordBatch,
+    build_batch,
+    iter_batches,
+    parse_control_record_key,
+)
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -291,7 +310,7 @@ class GroupCoordinator:
                 dropped += 1
         for group_id in self.offsets.groups():
             if self.partition_for(group_id) == index:
-                self.offsets.remove_group(group_id)
+                self.offsets.forget_group(group_id)
         for group_id in [g for g in self._unreplicated if self.partition_for(g) == index]:
             del self._unreplicated[group_id]
         return dropped
@@ -411,16 +430,36 @@ class GroupCoordinator:
             except KafkaError:
                 pass
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch.
+    def _append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> AppendInfo | None:
+        """Write records for ``group_id`` to its partition of ``__consumer_offsets``, as one batch;
+        returns where they went (None when there was nothing to write).
+
+        With a ``producer_id`` the batch is the producer's transactional batch (TxnOffsetCommit):
+        written as Kafka's coordinator writes it (its producer id and epoch, base sequence 0) and
+        appended as a coordinator write, so that the log checks the producer's epoch (a fenced one gets
+        INVALID_PRODUCER_EPOCH) but not its sequence.
 
         The change they make is applied by the caller once this returns; whoever answers a request
         that depends on it awaits :meth:`await_written` first, which waits for replication."""
         if not records:
-            return
+            return None
         try:
             partition = self._offsets_partition(group_id)
-            partition.append(bytearray(build_batch(records)))
+            if producer_id == NO_PRODUCER_ID:
+                info = partition.append(bytearray(build_batch(records)))
+            else:
+                batch = build_batch(
+                    records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                    is_transactional=True,
+                )
+                info = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
         except KafkaError as exc:
             log.warning("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
             raise KafkaError(_APPEND_ERRORS.get(exc.code, exc.code), exc.message) from exc
@@ -430,6 +469,7 @@ class GroupCoordinator:
         storage_log = partition.log
         if storage_log.high_watermark < storage_log.log_end_offset:  # followers have it to fetch
             self._unreplicated[group_id] = storage_log.log_end_offset
+        return info
 
     async def await_written(self, group_id: str) -> ErrorCode:
         """Wait until what has been written for ``group_id`` is replicated (the high watermark of its
@@ -544,13 +584,19 @@ class GroupCoordinator:
                     self._load_summary = [0, 0, 0, 0.0]
 
     async def _load_partition(self, partition: Partition, load: PartitionLoad) -> tuple[int, int]:
-        """Replay the partition's records; returns how many there were and the offset read up to."""
+        """Replay the partition's records; returns how many there were and the offset read up to.
+
+        Transactional offset commits become pending offsets of their producer, and the COMMIT and
+        ABORT markers complete them, as :meth:`complete_transaction` does in live operation. The load
+        reads to the log end as it is when the load finishes: the markers of transactions appended
+        while the partition loads (when :meth:`complete_transaction` leaves them to the load) are
+        replayed too."""
         storage_log = partition.log
         # Like Kafka's coordinator loader, read to the log end: as leader, all of it will be committed.
         offset = storage_log.log_start_offset
-        end = storage_log.log_end_offset
         count = 0
-        while offset < end:
+        while offset < storage_log.log_end_offset:
+            end = storage_log.log_end_offset
             info = storage_log.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_batch=True)
             if info.records is None or info.records.size == 0:
                 break
@@ -558,11 +604,16 @@ class GroupCoordinator:
             next_offset = offset
             for batch in iter_batches(data):
                 next_offset = batch.last_offset + 1
+                if next_offset <= offset:
+                    continue
+                producer_id = batch.producer_id
                 if batch.is_control:
+                    if producer_id != NO_PRODUCER_ID:
+                        self._replay_control_batch(load.index, batch)
                     continue
                 for record in batch.records():
                     if record.offset >= offset:
-                        self._replay(record.key, record.value)
+                        self._replay(record.key, record.value, record.offset, producer_id)
                         count += 1
             if next_offset <= offset:
                 break
@@ -570,9 +621,22 @@ class GroupCoordinator:
             await trio.sleep(0)
             if self._led.get(load.index) is not load:
                 break  # resigned meanwhile: the caller sees it
-        return count, end
+        return count, max(offset, storage_log.log_start_offset)
 
-    def _replay(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
+    def _replay_control_batch(self, index: int, batch: RecordBatch) -> None:
+        """A transaction marker read from partition ``index``: complete its producer's offsets."""
+        try:
+            for record in batch.records():
+                kind = parse_control_record_key(record.key)
+                if kind is ControlRecordType.COMMIT or kind is ControlRecordType.ABORT:
+                    self._complete_transaction(index, batch.producer_id, kind is ControlRecordType.COMMIT)
+        except KafkaError as exc:
+            log.warning("skipping a %s control batch that cannot be read: %s", OFFSETS_TOPIC, exc)
+
+    def _replay(
+        self, key_bytes: bytes | None, value_bytes: bytes | None, record_offset: int = -1,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> None:
         if key_bytes is None:
             return
         try:
@@ -582,7 +646,7 @@ class GroupCoordinator:
                 if value is not None and key.group not in self.groups:
                     # Offsets committed outside group management (a "simple" group).
                     self.groups[key.group] = ClassicGroup(key.group, self.now_ms())
-                self.offsets.replay(key, value)
+                self.offsets.replay(key, value, record_offset=record_offset, producer_id=producer_id)
             elif isinstance(key, GroupMetadataKey):
                 if value_bytes is None:
                     if isinstance(self.groups.get(key.group), ClassicGroup):
@@ -664,13 +728,15 @@ class GroupCoordinator:
         if group is None:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         group.validate_delete()
-        records = [
-            (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
-            for topic, partition in self.offsets.partitions(group_id)
-        ]
+        # Kafka deletes pending transactional offsets too: a tombstone for each partition with one
+        # (one tombstone per partition), which drops it; the open transactions end with their markers.
+        deleted = dict.fromkeys(self.offsets.partitions(group_id))
+        deleted.update(dict.fromkeys(self.offsets.pending_partitions(group_id)))
+        records = [(encode_key(OffsetCommitKey(group_id, topic, partition)), None) for topic, partition in deleted]
         records += self._group_tombstones(group)
         self._append(group_id, records)
-        self.offsets.remove_group(group_id)
+        for topic, partition in deleted:
+            self.offsets.remove(group_id, topic, partition)
         self._remove_group(group)
         log.info("deleted group %s", group_id)
 
@@ -726,10 +792,104 @@ class GroupCoordinator:
         if group is None:
             log.info("group %s: created by an offset commit outside group management", group_id)
             group = self.create_classic_group(group_id)
-        self._append(group_id, records)
-        for entry, value in accepted:
+        info = self._append(group_id, records)
+        for i, (entry, value) in enumerate(accepted):
+            value = dataclasses.replace(value, record_offset=info.first_offset + i)
             self.offsets.put(group_id, entry.topic, entry.partition, value)
         return results
+
+    def commit_transactional_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[CommitRequestOffset],
+        api_version: int,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: write the offsets as the producer's transactional batch and hold them
+        pending until its transaction's marker (:meth:`complete_transaction`). Raises KafkaError for an
+        error of the whole request: the coordinator's, ILLEGAL_GENERATION (a group that does not exist
+        with a generation, or an older generation), UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, and the
+        log's (INVALID_PRODUCER_EPOCH for a fenced producer). The caller awaits :meth:`await_written`."""
+        self.check_group(group_id)
+        self.check_group_id(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise KafkaError(ErrorCode.ILLEGAL_GENERATION, f"Group {group_id} not found.")
+        elif isinstance(group, ConsumerGroup):
+            group.validate_offset_commit(
+                member_id, group_instance_id, generation_id, api_version=api_version, transactional=True
+            )
+        else:
+            group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional=True)
+
+        now = self.now_ms()
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[CommitRequestOffset, OffsetAndMetadata]] = []
+        for entry in offsets:
+            metadata = entry.metadata if entry.metadata is not None else ""
+            if len(metadata) > self.offset_metadata_max_bytes:
+                results[(entry.topic, entry.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
+            records.append(
+                (
+                    encode_key(OffsetCommitKey(group_id, entry.topic, entry.partition)),
+                    encode_offset_commit_value(value.to_value()),
+                )
+            )
+            accepted.append((entry, value))
+            results[(entry.topic, entry.partition)] = ErrorCode.NONE
+        info = self._append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
+        if group is None:
+            log.info("group %s: created by a transactional offset commit outside group management", group_id)
+            group = self.create_classic_group(group_id)
+        if info is not None:
+            # Where the producer's transaction began in the log: an offset it has pending from before
+            # belongs to its previous transaction, whose marker is not applied yet.
+            state = self._offsets_partition(group_id).log.producer_state.last_entry(producer_id)
+            start = state.current_txn_first_offset if state is not None else None
+            for i, (entry, value) in enumerate(accepted):
+                value = dataclasses.replace(value, record_offset=info.first_offset + i)
+                self.offsets.put_pending(
+                    producer_id, group_id, entry.topic, entry.partition, value, transaction_start=start
+                )
+        return results
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` has just been appended to
+        partition ``offsets_partition`` of ``__consumer_offsets``: the producer's pending offsets of
+        that partition's groups become committed (where no later commit of the partition is there
+        already), or are dropped.
+
+        A partition still loading replays the marker from the log itself; one not led here has nothing
+        in memory. Sync; called on the Trio thread once the marker is appended (or replicated). Should
+        the producer have opened its next transaction in the partition since the marker (a
+        TxnOffsetCommit written meanwhile), the offsets of that one stay pending."""
+        if self._led.get(offsets_partition) is not LOADED:
+            return
+        partition = self._offsets_partition_at(offsets_partition)
+        entry = partition.log.producer_state.last_entry(producer_id) if partition and partition.log else None
+        before = entry.current_txn_first_offset if entry is not None else None
+        self._complete_transaction(offsets_partition, producer_id, committed, before=before)
+
+    def _complete_transaction(
+        self, index: int, producer_id: int, committed: bool, *, before: int | None = None
+    ) -> None:
+        groups = [g for g in self.offsets.pending_groups(producer_id) if self.partition_for(g) == index]
+        if not groups:
+            return
+        materialized = self.offsets.complete(producer_id, groups, committed, before=before)
+        log.debug(
+            "producer %d %s its transactional offsets of groups %s (%d committed)",
+            producer_id, "committed" if committed else "aborted", ", ".join(groups), len(materialized),
+        )
 
     def fetch_offsets(
         self,
@@ -738,12 +898,17 @@ class GroupCoordinator:
         *,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> list[FetchedOffset]:
         """Committed offsets of ``topics`` (every committed partition when None); -1 where none.
 
         ``member_id`` and ``member_epoch`` (OffsetFetch v9+) are checked by the group: a consumer group
         raises UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or ILLEGAL_GENERATION for the whole request. An
         unknown or dead group has no offsets, whatever the member fields say.
+
+        With ``require_stable`` (OffsetFetch v7+), a partition with offsets pending in an open
+        transaction is answered UNSTABLE_OFFSET_COMMIT (offset -1), as Kafka does, partition by
+        partition; asked for every partition, only committed partitions are listed.
         """
         self.check_group(group_id)
         group = self.groups.get(group_id)
@@ -757,9 +922,13 @@ class GroupCoordinator:
             else:
                 committed = self.offsets.group_offsets(group_id)
         fetched = []
+        unstable = require_stable and self.offsets.has_open_transactions(group_id)
         if topics is None:
             for topic, by_partition in committed.items():
                 for partition, offset in by_partition.items():
+                    if unstable and self.offsets.has_pending(group_id, topic, partition):
+                        fetched.append(_unstable(topic, partition))
+                        continue
                     fetched.append(
                         FetchedOffset(topic, partition, offset.committed_offset, offset.leader_epoch, offset.metadata)
                     )
@@ -768,7 +937,9 @@ class GroupCoordinator:
             by_partition = committed.get(topic, {})
             for partition in partitions:
                 offset = by_partition.get(partition)
-                if offset is None:
+                if unstable and self.offsets.has_pending(group_id, topic, partition):
+                    fetched.append(_unstable(topic, partition))
+                elif offset is None:
                     fetched.append(FetchedOffset(topic, partition, NO_OFFSET, -1, ""))
                 else:
                     fetched.append(
@@ -793,7 +964,10 @@ class GroupCoordinator:
                     results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                     continue
                 results[(topic, partition)] = ErrorCode.NONE
-                if self.offsets.get(group_id, topic, partition) is not None:
+                # A tombstone for a committed offset, or for a pending transactional one (as Kafka).
+                if self.offsets.get(group_id, topic, partition) is not None or self.offsets.has_pending(
+                    group_id, topic, partition
+                ):
                     records.append((encode_key(OffsetCommitKey(group_id, topic, partition)), None))
                     removed.append((topic, partition))
         self._append(group_id, records)
@@ -821,7 +995,12 @@ class GroupCoordinator:
             else:
                 expired = []
             records = [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
-            delete_group = group.is_empty and len(expired) == len(self.offsets.partitions(group_id))
+            # Not a group with an open transaction: its pending offsets would be left without a group.
+            delete_group = (
+                group.is_empty
+                and len(expired) == len(self.offsets.partitions(group_id))
+                and not self.offsets.has_open_transactions(group_id)
+            )
             if delete_group:
                 records += self._group_tombstones(group)
             if not records:
@@ -838,6 +1017,11 @@ class GroupCoordinator:
             if delete_group:
                 self._remove_group(group)
                 log.info("group %s: empty and without offsets; deleted", group_id)
+
+
+def _unstable(topic: str, partition: int) -> FetchedOffset:
+    """A partition with offsets pending in an open transaction, asked for with require_stable."""
+    return FetchedOffset(topic, partition, NO_OFFSET, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
 
 
 def _group_from_metadata(group_id: str, value: GroupMetadataValue, now_ms: int) -> ClassicGroup:

@@ -36,6 +36,14 @@ from broker.handlers import (  # noqa: E402,F401  (imported for their registrati
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    describe_transactions,
+    list_transactions,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_producers,
 )
 
 __all__ = ["REGISTRY", "CloseConnection", "RequestContext", "handles"]

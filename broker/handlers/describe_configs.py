@@ -338,6 +338,22 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                   "How long committed offsets of an empty group are kept."),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", ConfigType.INT,
                                    "Longest transaction timeout a producer may ask for."),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", ConfigType.INT,
+                                             "Partitions of the __transaction_state topic."),
+    "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", ConfigType.SHORT,
+                                                 "Replication factor of the __transaction_state topic."),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", ConfigType.INT,
+                                      "min.insync.replicas of the __transaction_state topic."),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", ConfigType.INT,
+                                            "segment.bytes of the __transaction_state topic."),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", ConfigType.INT,
+                                       "How long a transactional id stays after its last transaction ended."),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", ConfigType.INT,
+        "How often transactions open past their timeout are looked for and aborted."),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms", ConfigType.INT,
+        "How often expired transactional ids are looked for and removed."),
     "controller.max.records.per.batch": ("controller_max_records_per_batch", ConfigType.INT,
                                          "Most partitions one CreateTopics or CreatePartitions request may create."),
 }

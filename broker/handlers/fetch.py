@@ -12,8 +12,14 @@ waiters registered with the partitions it reads; an append wakes it, and the rea
 polling loop. A Fetch naming no partitions (the Java consumer sends one as it closes) is answered at
 once, as Kafka does.
 
-Consumers only see data below the high watermark; read_committed readers only data below the last
-stable offset (with no open transactions, the high watermark). Incremental fetch sessions (KIP-227)
+Consumers only see data below the high watermark. read_committed consumers (isolation_level 1) only
+see data below the last stable offset (the first offset of a transaction still open; with none open,
+the high watermark), and get the aborted transactions (producer id, first offset) that overlap the
+batches returned, from which they skip the aborted records; for read_uncommitted consumers and
+followers aborted_transactions is null. Every partition answered is given the log's last stable
+offset, at both isolation levels, as Kafka does. A read_committed fetch waits only for bytes below the
+last stable offset: data held back by an open transaction does not end its wait, and the marker that
+closes the transaction does. Incremental fetch sessions (KIP-227)
 are not kept: session creation is answered with session id 0, which tells the client to keep sending
 full fetch requests, and an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
 """
@@ -29,6 +35,7 @@ from wire.protocol import ApiKey
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 
 READ_COMMITTED = 1
 NO_SESSION = 0
@@ -46,8 +53,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
         waiter = DataWaiter(request.min_bytes, available)
+        read_committed = request.isolation_level == READ_COMMITTED
         for partition in partitions:
-            partition.add_waiter(waiter, replica=replica_id >= 0)
+            partition.add_waiter(waiter, replica=replica_id >= 0, read_committed=read_committed)
         try:
             with trio.move_on_after(request.max_wait_ms / 1000):
                 await waiter.event.wait()
@@ -119,7 +127,7 @@ def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes:
     (``replica_id`` >= 0) reads up to the log end offset and, from v12 (where the response can say
     so), is told where its log diverges."""
     remaining = max_bytes
-    read_committed = request.isolation_level == READ_COMMITTED
+    read_committed = request.isolation_level == READ_COMMITTED and replica_id < 0
     total = 0
     responses = []
     for wanted, partitions, missing in targets:
@@ -137,7 +145,8 @@ def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes:
                 limit = min(wanted_partition.partition_max_bytes, max(remaining, 0))
                 diverging = None
                 if replica_id < 0:
-                    info = partition.read(wanted_partition.fetch_offset, limit, min_one_batch=total == 0)
+                    info = partition.read(wanted_partition.fetch_offset, limit, min_one_batch=total == 0,
+                                          read_committed=read_committed)
                 else:
                     if version >= 12:
                         diverging = partition.diverging_epoch(wanted_partition.last_fetched_epoch,
@@ -147,7 +156,8 @@ def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes:
             except KafkaError as exc:
                 response = _error(index, exc.code, partition if version >= 12 else None)
                 if partition.is_leader:  # e.g. OFFSET_OUT_OF_RANGE: the offsets tell the client where to go
-                    response.high_watermark = response.last_stable_offset = partition.high_watermark
+                    response.high_watermark = partition.high_watermark
+                    response.last_stable_offset = partition.last_stable_offset
                     response.log_start_offset = partition.log_start_offset
                 partition_responses.append(response)
                 continue
@@ -155,7 +165,7 @@ def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes:
                 partition_index=index,
                 error_code=ErrorCode.NONE,
                 high_watermark=partition.high_watermark,
-                last_stable_offset=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
                 log_start_offset=partition.log_start_offset,
                 aborted_transactions=[] if read_committed else None,
                 records=b"",
@@ -166,6 +176,11 @@ def _read(targets: list[Target], request: FetchRequest, version: int, max_bytes:
                 response.records = info.records
                 total += info.records.size
                 remaining -= info.records.size
+                if info.aborted_transactions:
+                    response.aborted_transactions = [
+                        AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                        for txn in info.aborted_transactions
+                    ]
             partition_responses.append(response)
         responses.append(TopicResponse(topic=wanted.topic, topic_id=wanted.topic_id, partitions=partition_responses))
     return responses, total

@@ -7,8 +7,9 @@ advertised host and port, from the live brokers. The first lookup creates ``__co
 or the topic cannot be created yet (fewer live brokers than offsets.topic.replication.factor, say:
 logged once). On a single node the answer is always this broker, and the topic exists by the time it
 is sent. Versions 0-3 look up one key; from v4 a request carries a batch of keys of one type and each
-gets its own result. Transaction coordinators are not served yet (COORDINATOR_NOT_AVAILABLE); share
-group keys (type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
+gets its own result. A transactional id's coordinator is, in the same way, the leader of its partition
+of ``__transaction_state`` (created by the first lookup, as in Kafka; an empty id is INVALID_REQUEST).
+Share group keys (type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
 """
 from __future__ import annotations
 
@@ -52,11 +53,20 @@ async def _coordinator(
         except KafkaError as exc:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message or None, NO_NODE
         leader = coordinator.coordinator_id(key)
-        live = broker.topics.live_brokers()
-        if leader is None or leader not in live:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
-        host, port, _rack = live[leader]
-        return ErrorCode.NONE, None, (leader, host, port)
-    if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The transaction coordinator is not available.", NO_NODE
-    return ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}.", NO_NODE
+    elif key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "A transactional id must not be empty.", NO_NODE
+        coordinator = broker.transactions
+        try:
+            await coordinator.ensure_topic()  # a failure is logged there, once
+        except KafkaError as exc:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message or None, NO_NODE
+        leader = coordinator.coordinator_id(key)
+    else:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}.", NO_NODE
+    live = broker.topics.live_brokers()
+    if leader is None or leader not in live:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
+    host, port, _rack = live[leader]
+    return ErrorCode.NONE, None, (leader, host, port)
+

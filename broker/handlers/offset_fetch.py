@@ -2,8 +2,14 @@
 
 A group's committed offsets, with their leader epochs and metadata strings; -1 for partitions
 without one. From v2 a null topic list asks for every partition the group has committed; from v8 one
-request asks for several groups, each with its own error. ``require_stable`` (v7+) asks not to see
-offsets of transactions still in flight; offsets committed outside transactions are always stable.
+request asks for several groups, each with its own error.
+
+``require_stable`` (v7+, KIP-447) asks not to be given an offset that an open transaction may still
+change: a partition with offsets pending in a transaction (TxnOffsetCommit, before the COMMIT or ABORT
+marker) is answered UNSTABLE_OFFSET_COMMIT with offset -1, as a partition error in every version (the
+group's error stays NONE), and the client retries. Without it, or for other partitions, the committed
+offset is answered as usual. As Kafka's coordinator does for such a fetch, the answer waits for the
+group's writes to be replicated (NOT_COORDINATOR when they are not within offsets.commit.timeout.ms).
 Errors (per group from v8): NOT_COORDINATOR when the group's ``__consumer_offsets`` partition is not
 led here, COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE while the broker stops,
 INVALID_GROUP_ID for a null group id; v10 names topics by id (UNKNOWN_TOPIC_ID for ids this broker does not know).
@@ -37,10 +43,10 @@ TOPIC_IDS_MIN_VERSION = 10
 async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
     if version >= BATCHED_MIN_VERSION:
-        return Response(groups=[_fetch_group(ctx, group) for group in request.groups])
+        return Response(groups=[await _fetch_group(ctx, group, request.require_stable) for group in request.groups])
 
     topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    error, fetched = _fetch(ctx, request.group_id, topics)
+    error, fetched = await _fetch(ctx, request.group_id, topics, require_stable=request.require_stable)
     by_topic: dict[str, list[PartitionResponse]] = {}
     for offset in fetched:
         by_topic.setdefault(offset.topic, []).append(
@@ -67,7 +73,9 @@ async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) 
     )
 
 
-def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchRequestGroup) -> GroupResponse:
+async def _fetch_group(
+    ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchRequestGroup, require_stable: bool
+) -> GroupResponse:
     topics_by_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
     topic_registry = ctx.broker.topics
     unknown_ids: list = []
@@ -83,7 +91,8 @@ def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchReque
                 topics.append((known.name, list(t.partition_indexes)))
             else:
                 topics.append((t.name, list(t.partition_indexes)))
-    error, fetched = _fetch(ctx, group.group_id, topics, group.member_id, group.member_epoch)
+    error, fetched = await _fetch(ctx, group.group_id, topics, group.member_id, group.member_epoch,
+                                  require_stable=require_stable)
     if error is not ErrorCode.NONE:
         return GroupResponse(group_id=group.group_id, error_code=error, topics=[])
     by_topic: dict[str, list[PartitionsResponse]] = {}
@@ -124,18 +133,27 @@ def _fetch_group(ctx: RequestContext, group: OffsetFetchRequest.OffsetFetchReque
     return GroupResponse(group_id=group.group_id, error_code=ErrorCode.NONE, topics=responses)
 
 
-def _fetch(
+async def _fetch(
     ctx: RequestContext,
     group_id: str | None,
     topics: list[tuple[str, list[int]]] | None,
     member_id: str | None = None,
     member_epoch: int = -1,
+    *,
+    require_stable: bool = False,
 ):
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
+    coordinator = ctx.broker.groups
+    if require_stable and coordinator.is_serving(group_id):
+        # Kafka answers a stable fetch as a write: once the group's writes are replicated. Its
+        # timeouts are NOT_COORDINATOR, which every client retries after a new FindCoordinator.
+        written = await coordinator.await_written(group_id)
+        if written is not ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR, []
     try:
-        return ErrorCode.NONE, ctx.broker.groups.fetch_offsets(
-            group_id, topics, member_id=member_id, member_epoch=member_epoch
+        return ErrorCode.NONE, coordinator.fetch_offsets(
+            group_id, topics, member_id=member_id, member_epoch=member_epoch, require_stable=require_stable
         )
     except KafkaError as exc:
         return exc.code, []

@@ -140,8 +140,10 @@ async def test_find_coordinator_names_this_broker_in_every_version(broker, clien
             0, broker.broker.node_id, broker.host, broker.port)
     response = await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
     assert [(c.key, c.error_code, c.port) for c in response.coordinators] == [("a", 0, broker.port), ("b", 0, broker.port)]
-    response = await client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]), 6)
-    assert response.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    # A transactional id's coordinator too (broker.txn): this broker, which leads __transaction_state.
+    response = await client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn", ""]), 6)
+    assert [(c.key, c.error_code, c.node_id, c.port) for c in response.coordinators] == [
+        ("txn", 0, broker.broker.node_id, broker.port), ("", ErrorCode.INVALID_REQUEST, -1, -1)]
 
 
 async def test_the_coordinator_loads_with_the_first_group_request(broker, client):

@@ -1,0 +1,22 @@
+"""AddOffsetsToTxn (key 25), versions 0-4.
+
+Before a transactional producer commits a group's offsets with TxnOffsetCommit, it adds the group's
+partition of ``__consumer_offsets`` to its transaction (broker.txn): the marker that ends the
+transaction then also commits (or drops) those offsets. Errors as AddPartitionsToTxn gives them
+(PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2).
+"""
+from __future__ import annotations
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from wire.protocol import ApiKey
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    error = await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
+                                                      request.producer_epoch, request.group_id)
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return AddOffsetsToTxnResponse(error_code=error)

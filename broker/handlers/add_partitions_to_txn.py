@@ -1,0 +1,59 @@
+"""AddPartitionsToTxn (key 24), versions 0-5.
+
+A transactional producer adds the partitions it is about to write to its transaction (broker.txn),
+which becomes Ongoing. Each partition gets its own code, as the coordinator gives them:
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2), CONCURRENT_TRANSACTIONS
+while the previous transaction completes, NOT_COORDINATOR; a partition that does not exist is
+UNKNOWN_TOPIC_OR_PARTITION and the others of the request OPERATION_NOT_ATTEMPTED. Versions 0-3 carry
+one transaction (a producer's request); from v4 a request carries several (brokers' requests), each
+answered in its own result, and ``verify_only`` asks whether the partitions are already in the
+transaction without adding them (INVALID_TXN_STATE for those that are not).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from broker.handlers.registry import RequestContext, handles
+from wire.errors import ErrorCode
+from wire.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from wire.protocol import ApiKey
+
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def handle_add_partitions_to_txn(ctx: RequestContext,
+                                       request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    coordinator = ctx.broker.transactions
+    if ctx.api_version < 4:
+        errors = await coordinator.add_partitions(
+            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch, _keys(request.v3_and_below_topics))
+        if ctx.api_version < 2:
+            errors = {key: ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+                      for key, code in errors.items()}
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_by_topic(errors))
+    results = []
+    for transaction in request.transactions:
+        keys = _keys(transaction.topics)
+        if transaction.verify_only:
+            errors = coordinator.verify_partitions(transaction.transactional_id, transaction.producer_id,
+                                                   transaction.producer_epoch, keys)
+        else:
+            errors = await coordinator.add_partitions(transaction.transactional_id, transaction.producer_id,
+                                                      transaction.producer_epoch, keys)
+        results.append(AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
+            transactional_id=transaction.transactional_id, topic_results=_by_topic(errors)))
+    return AddPartitionsToTxnResponse(error_code=ErrorCode.NONE, results_by_transaction=results)
+
+
+def _keys(topics: Iterable[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]) -> list[tuple[str, int]]:
+    return [(topic.name, partition) for topic in topics for partition in topic.partitions]
+
+
+def _by_topic(errors: dict[tuple[str, int], ErrorCode]) -> list[TopicResult]:
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for (topic, partition), code in errors.items():
+        by_topic.setdefault(topic, []).append(PartitionResult(partition_index=partition, partition_error_code=code))
+    return [TopicResult(name=name, results_by_partition=results) for name, results in by_topic.items()]

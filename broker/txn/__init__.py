@@ -1,0 +1,1 @@
+"""Transactions: the coordinator, its log records and the markers it writes."""
