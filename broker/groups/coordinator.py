@@ -48,7 +48,6 @@ and a group with an open transaction is not deleted by expiry.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -78,6 +77,7 @@ from broker.groups.records import (
 )
 from broker.groups.state import ClassicGroupState
 from broker.groups.timers import Timers
+from broker.internal_topics import WRITE_ERRORS, partition_for
 from broker.topics import OFFSETS_TOPIC
 from storage.log import AppendInfo, AppendOrigin
 from wire.errors import ErrorCode, KafkaError
@@ -109,17 +109,6 @@ DEFAULT_COMMIT_TIMEOUT_MS = 5_000
 # How much of a partition is read at once while replaying __consumer_offsets.
 LOAD_READ_BYTES = 4 * 1024 * 1024
 
-# Errors from appending to __consumer_offsets, as the coordinator reports them to clients.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 Group = ClassicGroup | ConsumerGroup
 
@@ -128,22 +117,6 @@ _GROUP_ERROR_MESSAGES = {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading the offsets and metadata of group {}.",
     ErrorCode.NOT_COORDINATOR: "This broker is not the coordinator of group {}.",
 }
-
-
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, wrapped to a signed 32-bit int."""
-    h = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-@functools.lru_cache(maxsize=8192)
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's group-to-partition mapping (``Utils.abs`` maps Integer.MIN_VALUE to 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(2**31) else abs(h)) % partitions
 
 
 @dataclass(slots=True)
@@ -462,7 +435,7 @@ class GroupCoordinator:
                 info = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
         except KafkaError as exc:
             log.warning("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
-            raise KafkaError(_APPEND_ERRORS.get(exc.code, exc.code), exc.message) from exc
+            raise KafkaError(WRITE_ERRORS.get(exc.code, exc.code), exc.message) from exc
         except OSError as exc:
             log.error("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
             raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc

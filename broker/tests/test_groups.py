@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from broker.groups.coordinator import java_string_hash, partition_for
+from broker.internal_topics import java_string_hash, partition_for
 from broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,

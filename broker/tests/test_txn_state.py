@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.txn.coordinator import partition_for
+from broker.internal_topics import partition_for
 from broker.txn.records import decode_key, decode_value, encode_key, encode_value
 from broker.txn.state import VALID_PREVIOUS, IllegalTransition, TransactionMetadata, TransactionState
 

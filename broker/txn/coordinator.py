@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.internal_topics import WRITE_ERRORS, partition_for
 from broker.partition import Partition
 from broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from broker.txn.markers import TxnMarker, write_markers
@@ -64,34 +65,6 @@ WRITE_TIMEOUT_S = 30.0
 #: Between two rounds of markers for partitions whose leaders did not take them yet.
 MARKER_RETRY_S = 0.1
 
-# What a failed write to __transaction_state is answered with, as Kafka maps it.
-_WRITE_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
-
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """The ``__transaction_state`` partition of an id: Kafka's ``Utils.abs(hashCode) % partitions``
-    (where abs of the smallest int is 0)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class TransactionCoordinator:
@@ -285,7 +258,7 @@ class TransactionCoordinator:
                 if partition.high_watermark < required:
                     raise KafkaError(ErrorCode.REQUEST_TIMED_OUT)
         except KafkaError as exc:
-            code = _WRITE_ERRORS.get(exc.code, exc.code)
+            code = WRITE_ERRORS.get(exc.code, exc.code)
             log.warning("transactional id %s: writing %s to %s failed: %s; answered %s", transactional_id,
                         "a tombstone" if target is None else target.state.display_name, TRANSACTION_STATE_TOPIC,
                         exc, code.name)
@@ -387,6 +360,8 @@ class TransactionCoordinator:
         self._coordinating(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
+            log.info("transactional id %s: producer %d refused, the id's producer is %s", transactional_id,
+                     producer_id, "unknown" if metadata is None else metadata.producer_id)
             raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                              f"The producer id {producer_id} is not the current one of transactional id "
                              f"{transactional_id}.")
