@@ -34,6 +34,7 @@ import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -76,6 +77,8 @@ public final class Driver {
 
     private final PrintStream out;
     private final Map<String, Member> members = new ConcurrentHashMap<>();
+    /** Transactional producers by name, kept between commands (txn_* commands). */
+    private final Map<String, KafkaProducer<byte[], byte[]>> txnProducers = new ConcurrentHashMap<>();
 
     private Driver(PrintStream out) {
         this.out = out;
@@ -103,6 +106,7 @@ public final class Driver {
             }
         }
         for (Member member : members.values()) member.stop("default", Duration.ofSeconds(5));
+        for (KafkaProducer<byte[], byte[]> producer : txnProducers.values()) producer.close(Duration.ofSeconds(2));
     }
 
     private synchronized void respond(Map<String, Object> message) {
@@ -133,6 +137,14 @@ public final class Driver {
             case "member_start": return memberStart(c);
             case "member_state": return member(c).state(false);
             case "member_stop": return memberStop(c);
+            case "txn_open": return txnOpen(c);
+            case "txn_begin": txnProducer(c).beginTransaction(); return null;
+            case "txn_send": return txnSend(c);
+            case "txn_send_offsets": return txnSendOffsets(c);
+            case "txn_commit": txnProducer(c).commitTransaction(); return null;
+            case "txn_abort": txnProducer(c).abortTransaction(); return null;
+            case "txn_close": return txnClose(c);
+            case "isolated_consume": return isolatedConsume(c);
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
         }
     }
@@ -466,6 +478,112 @@ public final class Driver {
         member.stop(c.string("leave", "default"), Duration.ofMillis(c.longValue("timeout_ms", 15000)));
         members.remove(member.name);
         return member.state(true);
+    }
+
+
+    // ------------------------------------------------------------------------------------------ transactions
+
+    /** Create a transactional producer {name, transactional_id, settings} and run initTransactions. */
+    private Object txnOpen(Command c) {
+        String name = c.string("name");
+        if (txnProducers.containsKey(name)) throw new IllegalArgumentException("producer " + name + " already exists");
+        Properties config = c.clientConfig();
+        config.put("key.serializer", ByteArraySerializer.class.getName());
+        config.put("value.serializer", ByteArraySerializer.class.getName());
+        config.put("transactional.id", c.string("transactional_id"));
+        config.put("max.block.ms", "15000");
+        config.put("request.timeout.ms", "10000");
+        config.put("delivery.timeout.ms", "20000");
+        config.putAll(c.settings());
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config);
+        try {
+            producer.initTransactions();
+        } catch (RuntimeException failure) {
+            producer.close(Duration.ZERO);
+            throw failure;
+        }
+        txnProducers.put(name, producer);
+        return null;
+    }
+
+    private KafkaProducer<byte[], byte[]> txnProducer(Command c) {
+        KafkaProducer<byte[], byte[]> producer = txnProducers.get(c.string("name"));
+        if (producer == null) throw new IllegalArgumentException("no producer " + c.string("name"));
+        return producer;
+    }
+
+    /** Send {topic, messages} in the open transaction, flush, and return where each record went. */
+    private Object txnSend(Command c) throws Exception {
+        KafkaProducer<byte[], byte[]> producer = txnProducer(c);
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        for (Object item : c.list("messages")) {
+            Command m = new Command(item);
+            Integer partition = m.has("partition") ? m.integer("partition") : null;
+            sent.add(producer.send(new ProducerRecord<>(c.string("topic"), partition, unb64(m.get("key")),
+                    unb64(m.get("value")))));
+        }
+        producer.flush();
+        List<Object> deliveries = new ArrayList<>();
+        for (Future<RecordMetadata> future : sent) {
+            RecordMetadata metadata = future.get();
+            deliveries.add(map("partition", metadata.partition(), "offset", metadata.hasOffset() ? metadata.offset() : null));
+        }
+        return deliveries;
+    }
+
+    /** sendOffsetsToTransaction {group_id, offsets: [[topic, partition, offset]]}. */
+    private Object txnSendOffsets(Command c) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (Object item : c.list("offsets")) {
+            List<?> entry = (List<?>) item;
+            offsets.put(new TopicPartition((String) entry.get(0), ((Number) entry.get(1)).intValue()),
+                    new OffsetAndMetadata(((Number) entry.get(2)).longValue()));
+        }
+        txnProducer(c).sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(c.string("group_id")));
+        return null;
+    }
+
+    private Object txnClose(Command c) {
+        KafkaProducer<byte[], byte[]> producer = txnProducers.remove(c.string("name"));
+        if (producer != null) producer.close(Duration.ofMillis(c.longValue("timeout_ms", 5000)));
+        return null;
+    }
+
+    /**
+     * Read {topic, partitions} from the beginning by assignment with consumer `settings` (isolation.level)
+     * until a record whose value is `until_value` (base64) has been read, or `count` records when given.
+     */
+    private Object isolatedConsume(Command c) {
+        String topic = c.string("topic");
+        long timeoutMs = c.longValue("timeout_ms", 20000);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Properties config = consumerConfig(c);
+        config.putAll(c.settings());
+        String until = c.string("until_value", null);
+        int count = c.integer("count", Integer.MAX_VALUE);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config)) {
+            List<TopicPartition> assignment = new ArrayList<>();
+            if (c.has("partitions")) {
+                for (Object p : c.list("partitions")) assignment.add(new TopicPartition(topic, ((Number) p).intValue()));
+            } else {
+                assignment = partitionsOf(consumer, topic, deadline);
+            }
+            consumer.assign(assignment);
+            consumer.seekToBeginning(assignment);
+            List<Map<String, Object>> records = new ArrayList<>();
+            boolean found = false;
+            while (!found && records.size() < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    records.add(record(r));
+                    if (until != null && until.equals(b64(r.value()))) found = true;
+                }
+            }
+            if (!found && records.size() < count) {
+                throw new IllegalStateException("consumed " + records.size() + " records within " + timeoutMs
+                        + " ms without the last one expected: " + JSON.toJson(records));
+            }
+            return records;
+        }
     }
 
     // ------------------------------------------------------------------------------------------ helpers

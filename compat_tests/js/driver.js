@@ -202,4 +202,124 @@ async function main() {
   process.stdout.write(JSON.stringify(output) + '\n', () => process.exit(0))
 }
 
-main()
+// ---------------------------------------------------------------------------------------- sessions
+// `node driver.js --session`: a long-lived process for transactional producers, whose state (an open
+// transaction) must outlive one command. Reads one JSON command per line, {"id", "op", "name", ...},
+// and answers each with one line {"id", "ok": true, "result"} or {"id", "ok": false, "error"}; commands
+// run one at a time, in order. Producers are kept by `name`.
+
+const sessionProducers = new Map()
+
+function sessionProducer(command) {
+  const entry = sessionProducers.get(command.name)
+  if (!entry) throw new Error(`no producer ${command.name}`)
+  return entry
+}
+
+function transactionOf(command) {
+  const entry = sessionProducer(command)
+  if (!entry.transaction) throw new Error(`producer ${command.name} has no open transaction`)
+  return entry.transaction
+}
+
+const SESSION_OPERATIONS = {
+  // {name, bootstrap, transactional_id, transaction_timeout_ms}
+  txn_open: async command => {
+    const producer = kafkaFor(command).producer({
+      transactionalId: command.transactional_id,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: true,
+      ...(command.transaction_timeout_ms ? { transactionTimeout: command.transaction_timeout_ms } : {}),
+    })
+    await producer.connect()
+    sessionProducers.set(command.name, { producer, transaction: null })
+    return null
+  },
+  // kafkajs initialises the transactional producer id on its first transaction.
+  txn_begin: async command => {
+    const entry = sessionProducer(command)
+    entry.transaction = await entry.producer.transaction()
+    return null
+  },
+  // {name, topic, messages: [{key, value, partition}]}: one send per message, offsets in input order.
+  txn_send: async command => {
+    const transaction = transactionOf(command)
+    const deliveries = []
+    for (const m of command.messages) {
+      const [metadata] = await transaction.send({
+        topic: command.topic,
+        acks: -1,
+        messages: [{
+          key: toBuffer(m.key),
+          value: toBuffer(m.value),
+          ...(m.partition === null || m.partition === undefined ? {} : { partition: m.partition }),
+        }],
+      })
+      deliveries.push({ partition: metadata.partition, offset: Number(metadata.baseOffset) })
+    }
+    return deliveries
+  },
+  // {name, group_id, offsets: [[topic, partition, offset]]}
+  txn_send_offsets: async command => {
+    const topics = new Map()
+    for (const [topic, partition, offset] of command.offsets) {
+      if (!topics.has(topic)) topics.set(topic, [])
+      topics.get(topic).push({ partition, offset: String(offset) })
+    }
+    await transactionOf(command).sendOffsets({
+      consumerGroupId: command.group_id,
+      topics: [...topics].map(([topic, partitions]) => ({ topic, partitions })),
+    })
+    return null
+  },
+  txn_commit: async command => {
+    const transaction = transactionOf(command)
+    sessionProducer(command).transaction = null
+    await transaction.commit()
+    return null
+  },
+  txn_abort: async command => {
+    const transaction = transactionOf(command)
+    sessionProducer(command).transaction = null
+    await transaction.abort()
+    return null
+  },
+  txn_close: async command => {
+    const entry = sessionProducers.get(command.name)
+    sessionProducers.delete(command.name)
+    if (entry) await entry.producer.disconnect()
+    return null
+  },
+}
+
+async function session() {
+  const lines = require('readline').createInterface({ input: process.stdin, crlfDelay: Infinity })
+  const write = output => new Promise(resolve => process.stdout.write(JSON.stringify(output) + '\n', resolve))
+  await write({ ready: true })
+  for await (const line of lines) {
+    if (!line.trim()) continue
+    let id = null
+    let output
+    try {
+      const command = JSON.parse(line)
+      id = command.id ?? null
+      const operation = SESSION_OPERATIONS[command.op]
+      if (!operation) throw new Error(`unknown session op ${command.op}`)
+      output = { id, ok: true, result: (await operation(command)) ?? null }
+    } catch (error) {
+      output = { id, ok: false, error: describeError(error) }
+    }
+    await write(output)
+  }
+  for (const { producer } of sessionProducers.values()) {
+    await producer.disconnect().catch(() => {})
+  }
+  process.exit(0)
+}
+
+if (process.argv.includes('--session')) {
+  session()
+} else {
+  main()
+}
