@@ -5,6 +5,7 @@
     python -m bench --brokers trafka,kafka
     python -m bench --cluster  # 3 trafka brokers on ZooKeeper beside one, and failover (bench/cluster.py)
     python -m bench --cleaner  # the log cleaner: throughput, memory, produce latency on and off (bench/cleaner.py)
+    python -m bench --transactions  # transactions on trafka and Kafka: txn/s, throughput, read_committed (bench/transactions.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -600,7 +601,16 @@ def main(argv: list[str] | None = None) -> int:
         help="trafka alone: the log cleaner's throughput on a 1 GB compacted topic, the broker's memory while it "
         "cleans, and produce latency beside it with the cleaner on and off (see bench/cleaner.py)",
     )
+    parser.add_argument(
+        "--transactions", action="store_true",
+        help="trafka and kafka (of --brokers): small transactions per second and commit latency, a transactional "
+        "producer's throughput beside an idempotent one, a read_committed consumer (see bench/transactions.py)",
+    )
     args = parser.parse_args(argv)
+    if args.transactions:
+        from bench import transactions
+
+        return transactions.main([], quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if args.cleaner:
         from bench import cleaner
 
