@@ -10,6 +10,12 @@ with the connector's own option names and row schema. The tests prove that:
   startingOffsets and endingOffsets as earliest, latest and per-partition JSON;
   startingOffsetsByTimestamp, startingTimestamp and endingOffsetsByTimestamp; includeHeaders;
   kafka.isolation.level=read_committed over non-transactional records;
+- over a topic where a confluent-kafka transactional producer committed and aborted transactions (the
+  aborted records flushed to the log first), with plain records between and inside them, a batch read with
+  kafka.isolation.level=read_committed (failOnDataLoss left true) returns exactly the committed and plain
+  records at their offsets, in order per partition, and read_uncommitted the aborted ones too; a
+  streaming query with read_committed sees the same, stops at the last stable offset while a transaction
+  is open (plain records behind it wait too) and reads that transaction's records once it commits;
 - a streaming query into a file sink with a checkpoint processes each record exactly once across a stop,
   more records and two restarts, and honours maxOffsetsPerTrigger, minPartitions and
   trigger(availableNow=True); one started at startingOffsets=latest reads only later records;
@@ -19,9 +25,12 @@ with the connector's own option names and row schema. The tests prove that:
 - throughout, the Spark JVM's log (driver and executor are one JVM with local[2]) shows no protocol
   error, unsupported version or retry, and the broker logs no warning: a test fails if they do.
 
-Not covered yet: reading transactional records with read_committed and the connector's transactional
-writer (trafka has no transactions yet), and failOnDataLoss after retention moved the log start
-(trafka applies no retention yet).
+Offsets that read_committed hides (transaction markers, aborted records) are no data loss to the
+connector: its KafkaDataConsumer skips an offset the consumer does not return as long as it is not below
+the log start, so read_committed needs no failOnDataLoss=false. The connector (4.2) has no transactional
+writer: its producer is idempotent only.
+
+Not covered yet: failOnDataLoss after retention (rather than DeleteRecords) moved the log start.
 
 The JVM side is resolved from Maven Central by compat_tests/spark/setup.sh (part of
 compat_tests/setup.sh); the session itself needs no network. Without a JDK, or without the jars and
@@ -313,6 +322,78 @@ def _delete_records(broker: BrokerProcess, topic: str, partition: int, before: i
     return future.result(OPERATION_TIMEOUT).low_watermark
 
 
+def _send(producer, topic: str, records: Sequence[tuple[int, str]]) -> list[tuple[int, int, str]]:
+    """Produce (partition, value) pairs with a confluent-kafka producer and flush them to the log; returns
+    (partition, offset, value) of each, from its delivery report."""
+    results: list = [None] * len(records)
+
+    def report(index: int):
+        def on_delivery(err, msg):
+            results[index] = err if err else (msg.partition(), msg.offset(), msg.value().decode())
+        return on_delivery
+
+    for index, (partition, value) in enumerate(records):
+        producer.produce(topic, value=value.encode(), key=value.encode(), partition=partition,
+                         on_delivery=report(index))
+    assert producer.flush(OPERATION_TIMEOUT) == 0, "records left undelivered"
+    assert all(isinstance(r, tuple) for r in results), results
+    return results
+
+
+def _transactional_producer(broker: BrokerProcess, transactional_id: str):
+    producer = ConfluentClient(broker.bootstrap).producer(**{"transactional.id": transactional_id})
+    producer.init_transactions(OPERATION_TIMEOUT)
+    return producer
+
+
+def _write_transactions(topic: str, txn, plain) -> list[tuple[int, int, str]]:
+    """Committed and aborted transactions over both partitions of `topic`, with plain records between
+    them and one inside an aborted transaction; every record is flushed to the log before its transaction
+    ends. Partition 0 ends with an abort marker, partition 1 with a commit marker. Returns (partition,
+    offset, value) of every record written, in order; the value says what it is: plain-*, committed-*,
+    aborted-*."""
+    both = (0, 1)
+    written = _send(plain, topic, [(p, f"plain-0-{p}") for p in both])
+    txn.begin_transaction()
+    written += _send(txn, topic, [(p, f"committed-1-{p}.{i}") for i in range(3) for p in both])
+    txn.commit_transaction(OPERATION_TIMEOUT)
+    txn.begin_transaction()
+    written += _send(txn, topic, [(p, f"aborted-2-{p}.{i}") for i in range(2) for p in both])
+    written += _send(plain, topic, [(p, f"plain-3-{p}") for p in both])  # within the aborted range
+    written += _send(txn, topic, [(p, f"aborted-2-{p}.2") for p in both])
+    txn.abort_transaction(OPERATION_TIMEOUT)
+    written += _send(plain, topic, [(p, f"plain-4-{p}") for p in both])
+    txn.begin_transaction()
+    written += _send(txn, topic, [(p, f"committed-5-{p}.{i}") for i in range(2) for p in both])
+    txn.commit_transaction(OPERATION_TIMEOUT)
+    txn.begin_transaction()
+    written += _send(txn, topic, [(0, f"aborted-6-0.{i}") for i in range(2)])
+    txn.abort_transaction(OPERATION_TIMEOUT)
+    return written
+
+
+def _committed(records: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    return [r for r in records if not r[2].startswith("aborted-")]
+
+
+def _per_partition(rows: Sequence[tuple[int, int, str]]) -> dict[int, list[tuple[int, str]]]:
+    """{partition: [(offset, value), ...]} keeping the order of `rows` within each partition."""
+    found: dict[int, list[tuple[int, str]]] = {}
+    for partition, offset, value in rows:
+        found.setdefault(partition, []).append((offset, value))
+    return found
+
+
+def _sorted_per_partition(rows: Sequence[tuple[int, int, str]]) -> dict[int, list[tuple[int, str]]]:
+    return _per_partition(sorted(rows))
+
+
+def _values_read(frame: DataFrame) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of each row, in the order Spark returned them."""
+    rows = frame.selectExpr("partition", "offset", "CAST(value AS STRING) AS value").collect()
+    return [(r.partition, r.offset, r.value) for r in rows]
+
+
 # --------------------------------------------------------------------------------------- batch
 
 
@@ -399,8 +480,8 @@ def test_batch_read_subscribe_pattern_and_assign(spark, broker, topic):
 
 
 def test_read_committed_reads_non_transactional_records(spark, broker, topic, tmp_path):
-    # trafka has no transactions yet: read_committed must see every record (the last stable offset is
-    # the high watermark). Reading past aborted transactions is for when transactions exist.
+    # No transaction in this topic: read_committed must see every record (the last stable offset is the
+    # high watermark). Transactions are in test_read_committed_batch_read_skips_aborted_transactions.
     name = topic(partitions=2)
     _produce(broker, name, 2, 5)
     committed = _read(spark, broker, subscribe=name, **{"kafka.isolation.level": "read_committed"})
@@ -412,6 +493,24 @@ def test_read_committed_reads_non_transactional_records(spark, broker, topic, tm
                                .queryName(f"committed_{name.rsplit('-', 1)[1]}")
                                .option("checkpointLocation", str(tmp_path / "checkpoint")))
     assert _positions(spark.table(query.name)) == _expected(name, {0: range(8), 1: range(8)})
+
+
+def test_read_committed_batch_read_skips_aborted_transactions(spark, broker, topic):
+    name = topic(partitions=2)
+    plain = ConfluentClient(broker.bootstrap).producer(acks="all")
+    txn = _transactional_producer(broker, f"spark-{name}")
+    written = _write_transactions(name, txn, plain)
+    committed = _committed(written)
+    assert len(committed) < len(written)
+
+    def read(isolation: str) -> list[tuple[int, int, str]]:
+        return _values_read(_read(spark, broker, subscribe=name, startingOffsets="earliest", endingOffsets="latest",
+                                  failOnDataLoss="true", **{"kafka.isolation.level": isolation}))
+
+    # Each Kafka partition is one Spark task that reads its records in offset order: the rows of one
+    # partition come back in log order, the markers' and aborted records' offsets skipped.
+    assert _per_partition(read("read_committed")) == _sorted_per_partition(committed)
+    assert _per_partition(read("read_uncommitted")) == _sorted_per_partition(written)
 
 
 # --------------------------------------------------------------------------------------- streaming
@@ -529,3 +628,28 @@ def test_fail_on_data_loss_after_delete_records(spark, broker, topic, tmp_path, 
         assert sorted(_sink_rows(spark, output)) == [(0, i, f"v0-{i}") for i in [*range(10), *range(15, 20)]]
         skipped = _read(spark, broker, subscribe=name, startingOffsets=from_deleted, failOnDataLoss=option)
         assert _positions(skipped) == _expected(name, {0: range(15, 20)})
+
+
+def test_read_committed_streaming_skips_aborted_and_waits_for_open_transactions(spark, broker, topic, tmp_path):
+    name = topic(partitions=2)
+    output, checkpoint = tmp_path / "output", tmp_path / "checkpoint"
+    plain = ConfluentClient(broker.bootstrap).producer(acks="all")
+    txn = _transactional_producer(broker, f"spark-{name}")
+    written = _write_transactions(name, txn, plain)
+
+    def run() -> list[tuple[int, int, str]]:
+        frame = _stream(spark, broker, subscribe=name, startingOffsets="earliest", failOnDataLoss="true",
+                        **{"kafka.isolation.level": "read_committed"})
+        _run_available_now(_file_sink(frame, output, checkpoint))
+        return _sink_rows(spark, output)
+
+    assert _sorted_per_partition(run()) == _sorted_per_partition(_committed(written))
+
+    # An open transaction holds the last stable offset: neither its records nor the plain ones behind it
+    # are read until it commits; then each of them is, once.
+    txn.begin_transaction()
+    pending = _send(txn, name, [(p, f"committed-7-{p}.{i}") for i in range(2) for p in (0, 1)])
+    pending += _send(plain, name, [(p, f"plain-8-{p}") for p in (0, 1)])
+    assert _sorted_per_partition(run()) == _sorted_per_partition(_committed(written))
+    txn.commit_transaction(OPERATION_TIMEOUT)
+    assert _sorted_per_partition(run()) == _sorted_per_partition(_committed(written) + pending)
