@@ -4,18 +4,35 @@
 recording proxy, so that clients reach the broker only through the proxy, even after they read
 Metadata. The proxy passes bytes through in both directions and cuts the client-to-broker stream into
 frames. Then each client runs a set of operations chosen to make it send every API it knows
-(producing with each codec, consuming alone and in groups of both protocols, admin operations), and
-the frames are written to ``corpus.json``: a few per (client, api key, version), the first ones seen,
-small frames only. At the end the script names the served APIs no client sent; it needs the clients
-that ``compat_tests/setup.sh`` installs.
+(producing with each codec, consuming alone and in groups of both protocols, admin operations,
+transactions), and the frames are written to ``corpus.json``: a few per (client, api key, version), the
+first ones seen, small frames only. At the end the script names the served APIs no client sent; it
+needs the clients that ``compat_tests/setup.sh`` installs.
+
+Transactions: each client that has a transactional producer (all but kcat) runs init_transactions, a
+transaction that produces, sends offsets for a consumer group and commits, and one that produces and
+aborts. The admin side runs as ``kafka-transactions.sh`` does: kafka-python's admin client and the Java
+``Admin`` (``TxnAdmin.java`` here) list and describe transactions, describe the producers of a partition
+and abort the transaction a producer left open there. Aborting is how clients send WriteTxnMarkers,
+otherwise a broker-to-broker request: ``Admin.abortTransaction`` (KIP-664) sends it to the partition's
+leader, as a transaction coordinator would.
+
+``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by
+default TRANSACTION_APIS): the capture is not deterministic (topic names, timestamps), so a full run
+rewrites every frame. ``--only-transactions`` runs the transaction steps only.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
+import json
 import logging
+import queue
+import shutil
 import socket
+import subprocess
 import struct
 import sys
 import tempfile
@@ -27,8 +44,17 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from compat_tests.clients import CLIENTS, JavaClient, KafkajsClient, Message, shared_java_driver
-from compat_tests.fuzz.corpus import CORPUS_PATH, GoldenFrame, save_corpus
+from compat_tests.clients import (
+    CLIENTS,
+    JAVA_DIR,
+    JS_DRIVER,
+    JavaClient,
+    KafkajsClient,
+    Message,
+    _b64,
+    shared_java_driver,
+)
+from compat_tests.fuzz.corpus import CORPUS_PATH, GoldenFrame, load_corpus, save_corpus
 from compat_tests.harness import BIND_HOST, BrokerProcess
 
 log = logging.getLogger("capture")
@@ -38,6 +64,16 @@ MAX_FRAME = 8192
 #: How many frames to keep per (client, api key, version); data-plane APIs vary more, keep more of them.
 KEEP = 3
 KEEP_MORE = {0: 8, 1: 4}  # Produce (one per codec and producer kind), Fetch
+#: What ``--merge`` adds by default: the requests of a transaction's life. FindCoordinator (for a
+#: transactional id, and for the group whose offsets go into a transaction) and InitProducerId (with a
+#: transactional id), then AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit,
+#: DescribeProducers, DescribeTransactions and ListTransactions. Without a FindCoordinator for a
+#: transactional id the broker under fuzzing loads no transaction coordinator, and the other frames would
+#: only ever meet COORDINATOR_NOT_AVAILABLE.
+TRANSACTION_APIS = (10, 22, 24, 25, 26, 27, 28, 61, 65, 66)
+#: The Java admin client's transaction operations, run from source (java's single-file launcher).
+TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
+TXN_TIMEOUT_MS = 60_000
 
 
 class RecordingProxy:
@@ -375,6 +411,277 @@ def java(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager
         client.delete_topic(topic)
 
 
+# --------------------------------------------------------------------------------------- transactions
+# For each client: init_transactions; begin, produce to both partitions, send offsets for a consumer
+# group, commit; begin, produce, abort. kafka-python and Java then leave a transaction open on partition 0
+# and run the admin side on it (list, describe, describe producers, abort: WriteTxnMarkers).
+
+def _txn_names(prefix: str) -> tuple[str, str, str]:
+    """(topic, transactional id, group) of one client's transaction steps."""
+    tag = uuid.uuid4().hex[:8]
+    return f"golden-{prefix}-txn-{tag}", f"golden-{prefix}-txn-id-{tag}", f"golden-{prefix}-txn-group-{tag}"
+
+
+def _txn_messages(prefix: str, count: int = 4) -> list[Message]:
+    return [Message(key=m.key, value=m.value, partition=i % 2) for i, m in enumerate(_messages(prefix, count))]
+
+
+def confluent_transactions(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    topic, transactional_id, group = _txn_names("ck")
+    timeout = 20
+
+    def produce(prefix: str) -> None:
+        for m in _txn_messages(prefix):
+            producer.produce(topic, key=m.key, value=m.value, partition=m.partition)
+        if producer.flush(timeout):
+            raise RuntimeError("records left unsent")
+
+    with step("transactions: create topic, init"):
+        CLIENTS["confluent-kafka"](bootstrap).create_topic(topic, 2)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                             "transaction.timeout.ms": TXN_TIMEOUT_MS, **quiet})
+        producer.init_transactions(timeout)
+    with step("transactions: produce, send offsets, commit"):
+        producer.begin_transaction()
+        produce("txn-commit")
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                             **quiet})
+        try:
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 1)],
+                                                 consumer.consumer_group_metadata(), timeout)
+        finally:
+            consumer.close()
+        producer.commit_transaction(timeout)
+    with step("transactions: produce, abort"):
+        producer.begin_transaction()
+        produce("txn-abort")
+        producer.abort_transaction(timeout)
+
+
+def kafka_python_transactions(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    import kafka.errors
+    from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+    from kafka.admin import AbortTransactionSpec
+    from kafka.structs import OffsetAndMetadata
+
+    topic, transactional_id, group = _txn_names("kp")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+
+    def produce(prefix: str, partition: int | None = None) -> None:
+        futures = [producer.send(topic, key=m.key, value=m.value,
+                                 partition=m.partition if partition is None else partition)
+                   for m in _txn_messages(prefix)]
+        producer.flush(20)
+        for future in futures:
+            future.get(20)
+
+    with step("transactions: create topic, init"):
+        CLIENTS["kafka-python"](bootstrap).create_topic(topic, 2)
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                 transaction_timeout_ms=TXN_TIMEOUT_MS, request_timeout_ms=15000, max_block_ms=15000)
+        producer.init_transactions()
+    with step("transactions: produce, send offsets, commit"):
+        producer.begin_transaction()
+        produce("txn-commit")
+        producer.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1),
+                                              TopicPartition(topic, 1): OffsetAndMetadata(1, "", -1)}, group)
+        producer.commit_transaction()
+    with step("transactions: produce, abort"):
+        producer.begin_transaction()
+        produce("txn-abort")
+        producer.abort_transaction()
+    with step("transactions: leave one open on partition 0"):
+        producer.begin_transaction()
+        produce("txn-open", partition=0)
+    with step("admin transactions: list, describe, describe producers"):
+        admin.list_transactions()
+        admin.list_transactions(state_filters=["Ongoing"], producer_id_filters=[1, 2])
+        admin.list_transactions(duration_filter_ms=1, transactional_id_pattern="golden-.*")
+        admin.describe_transactions([transactional_id])
+        producers = admin.describe_producers([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        # An id the coordinator never saw: answered TRANSACTIONAL_ID_NOT_FOUND, which kafka-python raises.
+        with contextlib.suppress(kafka.errors.TransactionalIdNotFoundError):
+            admin.describe_transactions(["golden-no-such-txn"])
+    with step("admin abort transaction (WriteTxnMarkers)"):
+        partition = TopicPartition(topic, 0)
+        open_ = [p for p in producers[partition].active_producers if p.current_transaction_start_offset >= 0]
+        if not open_:
+            raise RuntimeError(f"no open transaction on {partition}: {producers}")
+        for p in open_:
+            admin.abort_transaction(AbortTransactionSpec(partition, p.producer_id, p.producer_epoch,
+                                                         p.coordinator_epoch))
+    with contextlib.suppress(Exception):
+        producer.close(timeout=2)
+    admin.close()
+
+
+def aiokafka_transactions(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer, TopicPartition
+
+    topic, transactional_id, group = _txn_names("aio")
+
+    async def scenario() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                    transaction_timeout_ms=TXN_TIMEOUT_MS, enable_idempotence=True)
+
+        async def produce(prefix: str) -> None:
+            for m in _txn_messages(prefix):
+                await producer.send_and_wait(topic, key=m.key, value=m.value, partition=m.partition)
+
+        with step("transactions: create topic, init"):
+            CLIENTS["confluent-kafka"](bootstrap).create_topic(topic, 2)  # aiokafka's wrapper has no admin
+            await asyncio.wait_for(producer.start(), 20)
+        try:
+            with step("transactions: produce, send offsets, commit"):
+                await producer.begin_transaction()
+                await produce("txn-commit")
+                await producer.send_offsets_to_transaction({TopicPartition(topic, 0): 2, TopicPartition(topic, 1): 1},
+                                                           group)
+                await asyncio.wait_for(producer.commit_transaction(), 20)
+            with step("transactions: produce, abort"):
+                await producer.begin_transaction()
+                await produce("txn-abort")
+                await asyncio.wait_for(producer.abort_transaction(), 20)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), 5)
+
+    asyncio.run(scenario())
+
+
+class _KafkajsSession:
+    """``node driver.js --session``: one kafkajs transactional producer kept between commands."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(["node", str(JS_DRIVER), "--session"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        cwd=JS_DRIVER.parent)
+        self.answers: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.ids = itertools.count(1)
+        if not self._answer().get("ready"):
+            raise RuntimeError("the kafkajs session did not start")
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.answers.put(line)
+        self.answers.put(None)
+
+    def _answer(self, timeout: float = 40.0) -> dict:
+        line = self.answers.get(timeout=timeout)
+        if line is None:
+            raise RuntimeError("the kafkajs session exited")
+        return json.loads(line)
+
+    def call(self, op: str, **arguments: object) -> object:
+        command_id = next(self.ids)
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"id": command_id, "op": op, **arguments}) + "\n")
+        self.process.stdin.flush()
+        output = self._answer()
+        if not output["ok"]:
+            raise RuntimeError(f"{op}: {output['error']}")
+        return output["result"]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.call("txn_close", name="p")
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _driver_messages(prefix: str) -> list[dict[str, object]]:
+    return [{"key": _b64(m.key), "value": _b64(m.value), "partition": m.partition} for m in _txn_messages(prefix)]
+
+
+def kafkajs_transactions(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    topic, transactional_id, group = _txn_names("js")
+    session = None
+    try:
+        with step("transactions: create topic, connect"):
+            KafkajsClient(bootstrap).create_topic(topic, 2)
+            session = _KafkajsSession()
+            session.call("txn_open", name="p", bootstrap=bootstrap, transactional_id=transactional_id,
+                         transaction_timeout_ms=TXN_TIMEOUT_MS)
+        with step("transactions: init, produce, send offsets, commit"):  # kafkajs inits on its first begin
+            session.call("txn_begin", name="p")
+            session.call("txn_send", name="p", topic=topic, messages=_driver_messages("txn-commit"))
+            session.call("txn_send_offsets", name="p", group_id=group, offsets=[[topic, 0, 2], [topic, 1, 1]])
+            session.call("txn_commit", name="p")
+        with step("transactions: produce, abort"):
+            session.call("txn_begin", name="p")
+            session.call("txn_send", name="p", topic=topic, messages=_driver_messages("txn-abort"))
+            session.call("txn_abort", name="p")
+    finally:
+        if session is not None:
+            session.close()
+
+
+def java_transactions(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    driver = shared_java_driver()
+    topic, transactional_id, group = _txn_names("java")
+    name = f"golden-{uuid.uuid4().hex[:6]}"
+    try:
+        with step("transactions: create topic, init"):
+            JavaClient(bootstrap).create_topic(topic, 2)
+            driver.call("txn_open", name=name, bootstrap=bootstrap, transactional_id=transactional_id,
+                        settings={"transaction.timeout.ms": str(TXN_TIMEOUT_MS)})
+        with step("transactions: produce, send offsets, commit"):
+            driver.call("txn_begin", name=name)
+            driver.call("txn_send", name=name, topic=topic, messages=_driver_messages("txn-commit"))
+            driver.call("txn_send_offsets", name=name, group_id=group, offsets=[[topic, 0, 2], [topic, 1, 1]])
+            driver.call("txn_commit", name=name)
+        with step("transactions: produce, abort"):
+            driver.call("txn_begin", name=name)
+            driver.call("txn_send", name=name, topic=topic, messages=_driver_messages("txn-abort"))
+            driver.call("txn_abort", name=name)
+        with step("transactions: leave one open on partition 0"):
+            driver.call("txn_begin", name=name)
+            driver.call("txn_send", name=name, topic=topic,
+                        messages=[{**m, "partition": 0} for m in _driver_messages("txn-open")])
+        with step("admin transactions: list, describe, describe producers, abort (TxnAdmin.java)"):
+            _java_txn_admin(bootstrap, topic, transactional_id)
+    finally:
+        with contextlib.suppress(Exception):
+            driver.call("txn_close", name=name, timeout_ms=2000)
+
+
+def _java_txn_admin(bootstrap: str, topic: str, transactional_id: str) -> None:
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java is not installed: run compat_tests/setup.sh")
+    completed = subprocess.run(
+        [java, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+         f"-Dlog4j2.configurationFile={JAVA_DIR / 'log4j2.properties'}", "-Dcompat.java.log.level=warn",
+         "-cp", str(JAVA_DIR / "lib" / "*"), str(TXN_ADMIN_JAVA), bootstrap, topic, transactional_id],
+        capture_output=True, text=True, timeout=120)
+    log.debug("TxnAdmin.java:\n%s%s", completed.stdout, completed.stderr)
+    if completed.returncode != 0 or "aborted: " not in completed.stdout:
+        raise RuntimeError(f"TxnAdmin.java exited with {completed.returncode}:\n{completed.stdout}"
+                           f"{completed.stderr[-3000:]}")
+
+
+TRANSACTION_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "confluent-kafka": confluent_transactions,
+    "kafka-python": kafka_python_transactions,
+    "aiokafka": aiokafka_transactions,
+    "kafkajs": kafkajs_transactions,
+    "java": java_transactions,
+}
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -387,6 +694,11 @@ SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextMa
 
 # --------------------------------------------------------------------------------------- selection
 
+def _body(frame: GoldenFrame) -> bytes:
+    """The frame without its correlation id."""
+    return frame.frame[:4] + frame.frame[8:]
+
+
 def select(frames: list[GoldenFrame]) -> list[GoldenFrame]:
     """The first few distinct small frames of each (client, api key, version)."""
     kept: dict[tuple[str, int, int], list[GoldenFrame]] = {}
@@ -395,7 +707,7 @@ def select(frames: list[GoldenFrame]) -> list[GoldenFrame]:
         if len(frame.frame) > MAX_FRAME:
             continue
         # The same request again with another correlation id adds nothing.
-        body = frame.frame[:4] + frame.frame[8:]
+        body = _body(frame)
         if (frame.client, body) in seen_bodies:
             continue
         group = kept.setdefault((frame.client, frame.api_key, frame.api_version), [])
@@ -414,7 +726,15 @@ def missing_apis(frames: list[GoldenFrame]) -> list[str]:
     return [h.api_key.name for h in REGISTRY if h.api_key not in sent]
 
 
-def capture(clients: list[str], *, work_dir: Path) -> list[GoldenFrame]:
+def merge(committed: list[GoldenFrame], frames: list[GoldenFrame], api_keys: set[int]) -> list[GoldenFrame]:
+    """The committed frames as they are, then the new frames of ``api_keys`` not already among them
+    (chosen as `select` chooses)."""
+    known = {(f.client, _body(f)) for f in committed}
+    fresh = [f for f in frames if f.api_key in api_keys and (f.client, _body(f)) not in known]
+    return committed + select(fresh)
+
+
+def capture(clients: list[str], *, work_dir: Path, only_transactions: bool = False) -> list[GoldenFrame]:
     proxy = RecordingProxy()
     broker = BrokerProcess(work_dir / "data", name="capture",
                            overrides={"advertised.listeners": f"PLAINTEXT://{BIND_HOST}:{proxy.port}",
@@ -441,7 +761,10 @@ def capture(clients: list[str], *, work_dir: Path) -> list[GoldenFrame]:
                     print(f"  {name}: {what}: {time.monotonic() - started:.1f} s", file=sys.stderr)
 
             print(f"{name}:", file=sys.stderr)
-            SCENARIOS[name](bootstrap, step)
+            if not only_transactions:
+                SCENARIOS[name](bootstrap, step)
+            if name in TRANSACTION_SCENARIOS:
+                TRANSACTION_SCENARIOS[name](bootstrap, step)
             time.sleep(0.5)
     finally:
         proxy.close()
@@ -455,18 +778,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CORPUS_PATH)
     parser.add_argument("--clients", nargs="*", default=list(SCENARIOS), choices=list(SCENARIOS))
+    parser.add_argument("--only-transactions", action="store_true",
+                        help="run the transaction steps of each client only")
+    parser.add_argument("--merge", nargs="*", type=int, metavar="API_KEY",
+                        help="keep the frames of --out as they are and add the new frames of these api keys "
+                             f"(none given: the transaction APIs, {' '.join(map(str, TRANSACTION_APIS))})")
     args = parser.parse_args(argv)
+    committed = load_corpus(args.out) if args.merge is not None else []
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", DeprecationWarning)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="trafka-capture-") as work_dir:
-        frames = capture(args.clients, work_dir=Path(work_dir))
-    corpus = select(frames)
+        frames = capture(args.clients, work_dir=Path(work_dir), only_transactions=args.only_transactions)
+    if args.merge is not None:
+        corpus = merge(committed, frames, set(args.merge or TRANSACTION_APIS))
+    else:
+        corpus = select(frames)
     save_corpus(corpus, args.out)
     size = args.out.stat().st_size
-    print(f"{len(frames)} frames recorded, {len(corpus)} kept in {args.out} ({size} bytes)")
+    print(f"{len(frames)} frames recorded, {len(corpus)} kept in {args.out} ({size} bytes"
+          + (f", {len(corpus) - len(committed)} added to the {len(committed)} committed)" if args.merge is not None
+             else ")"))
     by_api: dict[str, set[str]] = {}
     for frame in corpus:
         api, version, _, client = frame.name.split(" ", 3)

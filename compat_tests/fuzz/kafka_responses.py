@@ -6,10 +6,15 @@ topics and groups the first frames create are there for the later ones), and wri
 to ``kafka_responses.json``: the request's api key and version, and the response frame in hex without
 its size prefix. A frame Kafka closes the connection on, or leaves unanswered for a few seconds, is
 left out. ``wire/tests/test_golden_frames.py`` decodes every response and encodes it back.
+
+``--from-frame N`` keeps the committed responses as they are and adds the answers to frames N and later
+of the corpus (the frames ``capture.py --merge`` appended): every frame is still sent, in order, so that
+the later ones meet the topics and groups the earlier ones create.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import struct
@@ -43,15 +48,22 @@ def _read(sock: socket.socket, count: int) -> bytes:
     return bytes(data)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-frame", type=int, metavar="N",
+                        help="keep the committed responses and add the answers to frames N and later")
+    args = parser.parse_args(argv)
+    committed = []
+    if args.from_frame is not None:
+        committed = json.loads(RESPONSES_PATH.read_text())["responses"]
     with tempfile.TemporaryDirectory(prefix="kafka-responses-") as temp:
         kafka = KafkaBroker(Path(temp) / "data", overrides={"auto.create.topics.enable": "true"})
         kafka.start()
         try:
-            recorded = []
-            for golden in load_corpus():
+            recorded = list(committed)
+            for index, golden in enumerate(load_corpus()):
                 answer = _exchange((kafka.host, kafka.port), golden.frame)
-                if answer is not None:
+                if answer is not None and index >= (args.from_frame or 0):
                     recorded.append({"client": golden.client, "api_key": golden.api_key,
                                      "api_version": golden.api_version, "response": answer.hex()})
         finally:
@@ -60,7 +72,8 @@ def main() -> int:
                          "prefix). Regenerate with: python -m compat_tests.fuzz.kafka_responses",
                 "responses": recorded}
     RESPONSES_PATH.write_text(json.dumps(document, indent=1) + "\n")
-    print(f"recorded {len(recorded)} responses in {RESPONSES_PATH}")
+    print(f"recorded {len(recorded) - len(committed)} responses in {RESPONSES_PATH}"
+          + (f" after the {len(committed)} committed" if args.from_frame is not None else ""))
     return 0
 
 
