@@ -962,8 +962,11 @@ def test_consume_transform_produce_with_a_member_killed_mid_transaction(txn_brok
                        "--session-timeout-ms", "2000", "--transaction-timeout-ms", "30000", *extra, name=f"eos-{name}")
 
     a = member("a", "--hang-after", "3")
+    # b joins once a has its partitions and a batch done: started together, b could take every
+    # partition and process all inputs before a is assigned any, and a would never reach its hang.
+    a.wait_for("committed", timeout=60)
     b = member("b")
-    hanging = a.wait_for("hanging")
+    hanging = a.wait_for("hanging", timeout=60)
     a.kill()
     # Its successor (same transactional.id) aborts the open transaction on init_transactions.
     a2 = member("a2")
