@@ -212,7 +212,9 @@ def test_committing_again_and_again_keeps_consumer_offsets_bounded(broker_factor
             if n % 500 == 0:
                 consumer.poll(0)
         final = [TopicPartition("committed-topic", p, commits - 4 + p) for p in range(4)]
-        consumer.commit(offsets=final, asynchronous=False)
+        result = consumer.commit(offsets=final, asynchronous=False)
+        assert [(tp.partition, tp.offset, tp.error) for tp in result] == [
+            (tp.partition, tp.offset, None) for tp in final]
         log_dir = broker.data_dir / "__consumer_offsets-0"
         written = sum(path.stat().st_size for path in log_dir.glob("*.log*"))
         committed = consumer.committed([TopicPartition("committed-topic", p) for p in range(4)], timeout=10)
