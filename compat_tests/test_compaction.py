@@ -217,8 +217,11 @@ def test_committing_again_and_again_keeps_consumer_offsets_bounded(broker_factor
             (tp.partition, tp.offset, None) for tp in final]
         log_dir = broker.data_dir / "__consumer_offsets-0"
         written = sum(path.stat().st_size for path in log_dir.glob("*.log*"))
-        committed = consumer.committed([TopicPartition("committed-topic", p) for p in range(4)], timeout=10)
-        assert [tp.offset for tp in committed] == [commits - 4 + p for p in range(4)]
+        wanted = [TopicPartition("committed-topic", p) for p in range(4)]
+        committed = [tp.offset for tp in consumer.committed(wanted, timeout=10)]
+        assert committed == [commits - 4 + p for p in range(4)], (
+            f"read back {committed}; again 2 s later: "
+            f"{time.sleep(2) or [tp.offset for tp in consumer.committed(wanted, timeout=10)]}")
 
         def bounded() -> bool:
             # one more commit rolls the segment once segment.ms has passed, making the rest cleanable
@@ -239,7 +242,10 @@ def test_committing_again_and_again_keeps_consumer_offsets_bounded(broker_factor
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer",
                          "enable.auto.commit": False})
     try:
-        committed = consumer.committed([TopicPartition("committed-topic", p) for p in range(4)], timeout=10)
-        assert [tp.offset for tp in committed] == [commits - 4 + p for p in range(4)]
+        wanted = [TopicPartition("committed-topic", p) for p in range(4)]
+        committed = [tp.offset for tp in consumer.committed(wanted, timeout=10)]
+        assert committed == [commits - 4 + p for p in range(4)], (
+            f"read back {committed}; again 2 s later: "
+            f"{time.sleep(2) or [tp.offset for tp in consumer.committed(wanted, timeout=10)]}")
     finally:
         consumer.close()
