@@ -17,7 +17,9 @@ from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
 from compat_tests.test_differential import assert_same, on_both
 from compat_tests.wire_client import WireClient
+from broker.txn.records import decode_key, decode_value
 from wire.messages import (
+    FetchRequest,
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     CreateTopicsRequest,
@@ -27,6 +29,7 @@ from wire.messages import (
     InitProducerIdRequest,
     ListTransactionsRequest,
 )
+from wire.records import iter_batches
 
 SETTINGS = {"num.partitions": 1, "transaction.max.timeout.ms": 120_000, "transaction.state.log.num.partitions": 2}
 NOT_READY = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, CONCURRENT_TRANSACTIONS
@@ -66,6 +69,35 @@ def _partitions(txn: str, pid: int, epoch: int, topics: dict[str, list[int]], ve
 def _codes(response) -> list[tuple[str, int, int]]:
     return sorted((t.name, p.partition_index, p.partition_error_code)
                   for t in response.results_by_topic_v3_and_below for p in t.results_by_partition)
+
+
+def _state_log(client: WireClient, txn: str, first_epoch: int) -> list[tuple]:
+    """The records of ``txn`` in its partition of ``__transaction_state``, decoded: per record the state,
+    epoch (from the first), timeout and partitions (the group's partition of ``__consumer_offsets`` by
+    topic only: the partition counts differ). Kafka 4.4 writes the value's flexible version 1, trafka
+    version 0 (as Kafka 3 does for clients of transaction version 1); both decode to the same records."""
+    found = []
+    for partition in range(SETTINGS["transaction.state.log.num.partitions"]):
+        deadline = time.monotonic() + 10
+        while True:  # the completion is written after EndTxn is answered: wait until the log settles
+            response = client.request(FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
+                    FetchRequest.FetchTopic(topic="__transaction_state", partitions=[FetchRequest.FetchPartition(
+                        partition=partition, fetch_offset=0, partition_max_bytes=1 << 20,
+                        current_leader_epoch=-1, log_start_offset=-1)])]), 11)
+            data = response.responses[0].partitions[0]
+            records = [r for batch in iter_batches(bytes(data.records or b"")) if not batch.is_control
+                       for r in batch.records() if decode_key(r.key) == txn]
+            if not records or decode_value(records[-1].value).state.display_name != "PrepareAbort" \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for record in records:
+            value = decode_value(record.value)
+            found.append((value.state.display_name, value.producer_epoch - first_epoch,
+                          value.timeout_ms, sorted({(t, p if t != "__consumer_offsets" else 0)
+                                                   for t, p in value.partitions})))
+    return found
 
 
 def test_the_coordinators_answers_match_kafkas(brokers):
@@ -140,6 +172,9 @@ def test_the_coordinators_answers_match_kafkas(brokers):
         seen.append(("kip-360 other id", init(4, pid=pid + 1000, epoch=0).error_code))
         third = init(4, pid=pid, epoch=second.producer_epoch)
         seen.append(("kip-360 bump", third.error_code, third.producer_epoch - second.producer_epoch))
+        # What the coordinator wrote to __transaction_state, read back with trafka's decoder: the same
+        # records, change for change, on both.
+        seen.append(("log", _state_log(client, txn, epoch)))
         return seen
 
     assert_same(on_both(brokers, converse))

@@ -92,3 +92,21 @@ def _java_hash(text: str) -> int:
     for ch in text:
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+# Values Apache Kafka 4.4 wrote to __transaction_state (version 1), captured from its log: an id just
+# initialised (null partitions) and the same id's transaction once two partitions were added. Both carry
+# the tagged PreviousProducerId.
+KAFKA_44_EMPTY = bytes.fromhex(
+    "0001000000000000000000000000ea600000000001a215392897ffffffffffffffff0100080000000000000000")
+KAFKA_44_ONGOING = bytes.fromhex(
+    "0001000000000000000000000000ea6001020974786e2d6461746103000000000000000100000001a2153928b8"
+    "000001a2153928b80100080000000000000000")
+
+
+def test_values_kafka_4_4_wrote_are_read():
+    empty, ongoing = decode_value(KAFKA_44_EMPTY), decode_value(KAFKA_44_ONGOING)
+    assert (empty.state, empty.partitions, empty.timeout_ms, empty.start_ms, empty.previous_producer_id) == (
+        S.EMPTY, set(), 60_000, -1, 0)
+    assert (ongoing.state, ongoing.partitions, ongoing.producer_epoch, ongoing.start_ms) == (
+        S.ONGOING, {("txn-data", 0), ("txn-data", 1)}, 0, 0x1A2153928B8)
