@@ -9,6 +9,7 @@ carries exactly what the scenario needs, counts no admin client would send inclu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -57,12 +58,11 @@ CreatableTopic = CreateTopicsRequest.CreatableTopic
 CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig
 
 
-@pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
-    """Apache Kafka and trafka side by side, with the same settings."""
-    root = tmp_path_factory.mktemp("differential")
-    kafka = KafkaBroker(Path(root) / "kafka", overrides=SHARED_SETTINGS)
-    trafka = BrokerProcess(Path(root) / "trafka", overrides=SHARED_SETTINGS, name="trafka")
+@contextlib.contextmanager
+def side_by_side(root: Path, settings: dict[str, object]) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Apache Kafka and trafka, started with the same ``settings``, by name."""
+    kafka = KafkaBroker(root / "kafka", overrides=settings)
+    trafka = BrokerProcess(root / "trafka", overrides=settings, name="trafka")
     try:
         kafka.start()
         trafka.start()
@@ -70,6 +70,13 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Brok
     finally:
         trafka.close()
         kafka.close()
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Apache Kafka and trafka side by side, with the same settings."""
+    with side_by_side(Path(tmp_path_factory.mktemp("differential")), SHARED_SETTINGS) as started:
+        yield started
 
 
 def on_both(brokers, ask: Callable[[WireClient], object]) -> dict[str, object]:

@@ -15,7 +15,7 @@ import pytest
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
-from compat_tests.test_differential import assert_same, on_both
+from compat_tests.test_differential import assert_same, on_both, side_by_side
 from compat_tests.wire_client import WireClient
 from broker.txn.records import decode_key, decode_value
 from wire.messages import (
@@ -37,16 +37,8 @@ NOT_READY = {14, 15, 16, 51}  # coordinator loading / not available / not coordi
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
-    root = tmp_path_factory.mktemp("txn-differential")
-    kafka = KafkaBroker(Path(root) / "kafka", overrides=SETTINGS)
-    trafka = BrokerProcess(Path(root) / "trafka", overrides=SETTINGS, name="trafka")
-    try:
-        kafka.start()
-        trafka.start()
-        yield {"kafka": kafka, "trafka": trafka}
-    finally:
-        trafka.close()
-        kafka.close()
+    with side_by_side(Path(tmp_path_factory.mktemp("txn-differential")), SETTINGS) as started:
+        yield started
 
 
 def _until_ready(send, code_of, timeout: float = 30.0):

@@ -21,6 +21,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaTimeoutError
 
+from broker.internal_topics import partition_for
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.wire_client import WireClient
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
@@ -44,14 +45,6 @@ CONFLUENT_NO_OFFSET = -1001
 
 def _group() -> str:
     return f"txn-group-{uuid.uuid4().hex[:8]}"
-
-
-def java_string_hash(value: str) -> int:
-    h = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 class Txn:
@@ -93,8 +86,7 @@ def offsets_partition(client: WireClient, group: str) -> int:
     metadata = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]), 9)
     (topic,) = metadata.topics
     assert topic.error_code == ErrorCode.NONE, topic
-    h = java_string_hash(group)
-    return (0 if h == -(2**31) else abs(h)) % len(topic.partitions)
+    return partition_for(group, len(topic.partitions))
 
 
 def find_coordinator(client: WireClient, group: str) -> None:

@@ -745,6 +745,22 @@ class GroupCoordinator:
 
         now = self.now_ms()
         expire_timestamp = now + retention_ms if retention_ms >= 0 else -1
+        results, records, accepted = self._offset_commit_records(group_id, offsets, now, expire_timestamp)
+        if group is None:
+            log.info("group %s: created by an offset commit outside group management", group_id)
+            group = self.create_classic_group(group_id)
+        info = self._append(group_id, records)
+        for i, (entry, value) in enumerate(accepted):
+            value = dataclasses.replace(value, record_offset=info.first_offset + i)
+            self.offsets.put(group_id, entry.topic, entry.partition, value)
+        return results
+
+    def _offset_commit_records(
+        self, group_id: str, offsets: list[CommitRequestOffset], now: int, expire_timestamp: int = -1
+    ) -> tuple[dict[tuple[str, int], ErrorCode], list[tuple[bytes, bytes | None]],
+               list[tuple[CommitRequestOffset, OffsetAndMetadata]]]:
+        """The records of an offset commit, the offsets they store, and each partition's code
+        (OFFSET_METADATA_TOO_LARGE for metadata over offset.metadata.max.bytes, which is not stored)."""
         results: dict[tuple[str, int], ErrorCode] = {}
         records: list[tuple[bytes, bytes | None]] = []
         accepted: list[tuple[CommitRequestOffset, OffsetAndMetadata]] = []
@@ -754,22 +770,11 @@ class GroupCoordinator:
                 results[(entry.topic, entry.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now, expire_timestamp)
-            records.append(
-                (
-                    encode_key(OffsetCommitKey(group_id, entry.topic, entry.partition)),
-                    encode_offset_commit_value(value.to_value()),
-                )
-            )
+            records.append((encode_key(OffsetCommitKey(group_id, entry.topic, entry.partition)),
+                            encode_offset_commit_value(value.to_value())))
             accepted.append((entry, value))
             results[(entry.topic, entry.partition)] = ErrorCode.NONE
-        if group is None:
-            log.info("group %s: created by an offset commit outside group management", group_id)
-            group = self.create_classic_group(group_id)
-        info = self._append(group_id, records)
-        for i, (entry, value) in enumerate(accepted):
-            value = dataclasses.replace(value, record_offset=info.first_offset + i)
-            self.offsets.put(group_id, entry.topic, entry.partition, value)
-        return results
+        return results, records, accepted
 
     def commit_transactional_offsets(
         self,
@@ -801,24 +806,7 @@ class GroupCoordinator:
         else:
             group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional=True)
 
-        now = self.now_ms()
-        results: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: list[tuple[CommitRequestOffset, OffsetAndMetadata]] = []
-        for entry in offsets:
-            metadata = entry.metadata if entry.metadata is not None else ""
-            if len(metadata) > self.offset_metadata_max_bytes:
-                results[(entry.topic, entry.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(entry.offset, entry.leader_epoch, metadata, now)
-            records.append(
-                (
-                    encode_key(OffsetCommitKey(group_id, entry.topic, entry.partition)),
-                    encode_offset_commit_value(value.to_value()),
-                )
-            )
-            accepted.append((entry, value))
-            results[(entry.topic, entry.partition)] = ErrorCode.NONE
+        results, records, accepted = self._offset_commit_records(group_id, offsets, self.now_ms())
         info = self._append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
         if group is None:
             log.info("group %s: created by a transactional offset commit outside group management", group_id)
