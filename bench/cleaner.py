@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import queue
 import re
 import shutil
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import brokers, machine
-from bench.run import Progress
+from bench.run import Progress, write_results
 from bench.workloads import run_workload
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -446,11 +445,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     text = report(plan, document)
     print(text)
     output_path = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text(json.dumps(document, indent=2) + "\n")
-    output_path.with_suffix(".md").write_text(text)
-    print(f"bench: wrote {output_path} and {output_path.with_suffix('.md').name} in {document['duration_s']:.0f} s",
-          file=sys.stderr)
+    write_results(output_path, document, text)
     return 0
 
 

@@ -39,12 +39,12 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from bench import brokers, machine
-from bench.run import Progress, in_turns, size_label
+from bench.run import Progress, in_turns, size_label, write_results
 from bench.workloads import run_workload
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -639,8 +639,8 @@ def report(plan: ClusterPlan, document: dict[str, Any]) -> str:
     produce = results.get("produce", {})
     if produce:
         lines += [
-            f"| produce (confluent-kafka, linger.ms=5, batch.size=1 MiB) | single node, acks=1 | 3 brokers RF3, "
-            f"acks=all | 3 brokers RF3, acks=1 | RF3 acks=all / single acks=1 |",
+            "| produce (confluent-kafka, linger.ms=5, batch.size=1 MiB) | single node, acks=1 | 3 brokers RF3, "
+            "acks=all | 3 brokers RF3, acks=1 | RF3 acks=all / single acks=1 |",
             "|---|---|---|---|---|",
         ]
         for cell_name, cell in produce.items():
@@ -773,13 +773,10 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     }
     text = report(plan, document)
     print(text)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text(json.dumps(document, indent=2) + "\n")
-    output_path.with_suffix(".md").write_text(text)
     log_path = output_path.with_suffix(".broker-logs.txt")
+    output_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("".join(f"===== {name}\n{text}" for name, text in logs.items()))
-    print(f"bench: wrote {output_path}, {output_path.with_suffix('.md').name} and {log_path.name} in "
-          f"{document['duration_s']:.0f} s", file=sys.stderr)
+    write_results(output_path, document, text, log_path)
     return 0
 
 

@@ -395,7 +395,8 @@ def one_broker_workloads(subject: Subject, plan: Plan) -> None:
 # Reporting
 
 
-def _get(results: dict[str, Any], path: tuple[str, ...]) -> Any:
+def lookup(results: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in nested ``results``; None where a key is missing."""
     value: Any = results
     for key in path:
         if not isinstance(value, dict) or key not in value:
@@ -464,11 +465,11 @@ def table(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> str:
     header += [f"trafka/{n}" for n in compare]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, path, fmt, is_throughput in _rows(plan):
-        values = [_get(by_broker[n], path) for n in names]
+        values = [lookup(by_broker[n], path) for n in names]
         cells = [fmt(v) if isinstance(v, (int, float)) else "n/a" for v in values]
         if is_throughput:
-            trafka = _get(by_broker.get("trafka", {}), path)
-            cells += [_fmt_ratio(_ratio(trafka, _get(by_broker[n], path))) for n in compare]
+            trafka = lookup(by_broker.get("trafka", {}), path)
+            cells += [_fmt_ratio(_ratio(trafka, lookup(by_broker[n], path))) for n in compare]
         else:
             cells += [""] * len(compare)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -484,8 +485,8 @@ def cpu_table(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> str:
             continue
         cells = []
         for n in names:
-            broker = _get(by_broker[n], (*path[:-1], "broker_cores"))
-            client = _get(by_broker[n], (*path[:-1], "client_cores"))
+            broker = lookup(by_broker[n], (*path[:-1], "broker_cores"))
+            client = lookup(by_broker[n], (*path[:-1], "client_cores"))
             cells.append(f"{broker:.2f} / {client:.2f}" if broker is not None and client is not None else "n/a")
         lines.append(f"| {label.removesuffix(' (rec/s)')} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -498,8 +499,8 @@ def _fmt_ratio(ratio: float | None) -> str:
 def _ratios(plan: Plan, by_broker: dict[str, dict[str, Any]], section: str, keys: list[str], other: str) -> list[float]:
     out = []
     for key in keys:
-        mine = _get(by_broker.get("trafka", {}), (section, key, "records_per_s"))
-        theirs = _get(by_broker.get(other, {}), (section, key, "records_per_s"))
+        mine = lookup(by_broker.get("trafka", {}), (section, key, "records_per_s"))
+        theirs = lookup(by_broker.get(other, {}), (section, key, "records_per_s"))
         ratio = _ratio(mine, theirs)
         if ratio is not None:
             out.append(ratio)
@@ -533,25 +534,25 @@ def targets(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> list[dict[str, 
                     f"min {min(ratios):.2f}x, geomean {geomean:.2f}x, max {max(ratios):.2f}x over {len(ratios)} workloads",
                     min(ratios) >= bound,
                 )
-    p99 = _get(trafka, ("latency", "linger.ms=0", "p99_ms"))
+    p99 = lookup(trafka, ("latency", "linger.ms=0", "p99_ms"))
     if p99 is not None:
-        runs = _get(trafka, ("latency", "linger.ms=0", "runs_p99_ms"))
+        runs = lookup(trafka, ("latency", "linger.ms=0", "runs_p99_ms"))
         each = f"; the {len(runs)} runs: {', '.join(f'{r:.2f}' for r in runs)} ms" if runs else ""
         add(
             f"p99 e2e latency <= 5 ms at {plan.latency_mb_per_s:g} MB/s",
             f"{p99:.2f} ms (linger.ms=0{each})",
             p99 <= 5,
         )
-    ready = _get(trafka, ("start_to_ready_s", "median"))
+    ready = lookup(trafka, ("start_to_ready_s", "median"))
     if ready is not None:
         add("start to ready <= 0.25 s", f"{ready:.3f} s", ready <= 0.25)
     idle = trafka.get("idle_rss_mb")
     if idle is not None:
         add("idle RSS <= 40 MB", f"{idle:.1f} MB", idle <= 40)
-    before = _get(trafka, ("rss_before_fill", "rss_mb"))
-    before_written = _get(trafka, ("rss_before_fill", "written_mb"))
-    after = _get(trafka, ("rss_after_writing", "rss_mb"))
-    written = _get(trafka, ("rss_after_writing", "written_mb"))
+    before = lookup(trafka, ("rss_before_fill", "rss_mb"))
+    before_written = lookup(trafka, ("rss_before_fill", "written_mb"))
+    after = lookup(trafka, ("rss_after_writing", "rss_mb"))
+    written = lookup(trafka, ("rss_after_writing", "written_mb"))
     if after is not None and before is not None and idle is not None:
         add(
             "RSS does not grow with data written (<= 5 MB over the last fill)",
@@ -559,11 +560,11 @@ def targets(plan: Plan, by_broker: dict[str, dict[str, Any]]) -> list[dict[str, 
             f"last {written - before_written:,.0f} MB were written, {written:,.0f} MB in all",
             after - before <= 5,
         )
-    stable = _get(trafka, ("group", "stable_s"))
+    stable = lookup(trafka, ("group", "stable_s"))
     if stable is not None:
         add("3-member group stable <= 0.2 s (default client settings)", f"{stable:.3f} s", stable <= 0.2)
-    one = _get(trafka, ("partitions", "1", "records_per_s"))
-    many = _get(trafka, ("partitions", str(max(plan.scaling_partitions)), "records_per_s"))
+    one = lookup(trafka, ("partitions", "1", "records_per_s"))
+    many = lookup(trafka, ("partitions", str(max(plan.scaling_partitions)), "records_per_s"))
     if one and many:
         add(
             f"throughput at {max(plan.scaling_partitions)} partitions within 20% of 1 partition",
@@ -687,7 +688,14 @@ def main(argv: list[str] | None = None) -> int:
         "results": by_broker,
         "targets": goals,
     }
+    write_results(output, document, report)
+    return 0
+
+
+def write_results(output: Path, document: dict[str, Any], report: str, *extra: Path) -> None:
+    """The figures as ``output`` (JSON) and the tables beside it (``.md``), and a line saying so."""
+    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(document, indent=2) + "\n")
     output.with_suffix(".md").write_text(report)
-    print(f"bench: wrote {output} and {output.with_suffix('.md').name} in {document['duration_s']:.0f} s", file=sys.stderr)
-    return 0
+    names = [output.with_suffix(".md").name, *(path.name for path in extra)]
+    print(f"bench: wrote {output}, {', '.join(names)} in {document['duration_s']:.0f} s", file=sys.stderr)

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import brokers, machine
-from bench.run import in_turns, size_label
+from bench.run import in_turns, lookup, size_label, write_results
 from bench.workloads import _CpuWindow, _quiet, _rate, _workload_result
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -505,12 +505,7 @@ def run(plan: TxnPlan, subjects: list[Subject], progress: Progress) -> None:
 
 
 def _get(results: dict[str, Any], *path: str) -> Any:
-    value: Any = results
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
+    return lookup(results, path)
 
 
 def report(plan: TxnPlan, document: dict[str, Any]) -> str:
@@ -699,11 +694,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     text = report(plan, document)
     print(text)
     output_path = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text(json.dumps(document, indent=2) + "\n")
-    output_path.with_suffix(".md").write_text(text)
-    print(f"bench: wrote {output_path} and {output_path.with_suffix('.md').name} in {document['duration_s']:.0f} s",
-          file=sys.stderr)
+    write_results(output_path, document, text)
     return 0
 
 
