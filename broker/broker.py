@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperCluster
     from broker.replication.manager import ReplicaManager
     from broker.groups.coordinator import GroupCoordinator
-    from broker.txn.channel import MarkerChannel
+    from broker.txn.channel import PeerChannel
     from broker.txn.coordinator import TransactionCoordinator
     from broker.metrics import Metrics
 
@@ -78,7 +78,7 @@ class Broker:
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
-        self._marker_channel: MarkerChannel | None = None
+        self._peer_channel: PeerChannel | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
 
@@ -176,13 +176,14 @@ class Broker:
         return self._transactions
 
     @property
-    def marker_channel(self) -> MarkerChannel:
-        """Transaction markers to the other brokers of the cluster."""
-        if self._marker_channel is None:
-            from broker.txn.channel import MarkerChannel
+    def peer_channel(self) -> PeerChannel:
+        """The transaction coordinator's requests to other brokers of the cluster (markers), and the
+        partition leaders' to the coordinator (transaction verification)."""
+        if self._peer_channel is None:
+            from broker.txn.channel import PeerChannel
 
-            self._marker_channel = MarkerChannel(self.topics.live_brokers)
-        return self._marker_channel
+            self._peer_channel = PeerChannel(self.topics.live_brokers)
+        return self._peer_channel
 
     async def group_coordinator(self) -> GroupCoordinator:
         """``groups`` with ``__consumer_offsets`` in place: a group request that stores something

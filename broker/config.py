@@ -209,6 +209,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # KIP-890: a transactional batch that would start a transaction in a partition is appended only
+    # once the producer's coordinator confirms the partition is in its ongoing transaction.
+    transaction_partition_verification_enable: bool = True
     # The most partitions one CreateTopics or CreatePartitions request may create (Kafka's
     # controller.max.records.per.batch: the records of one request go into one metadata batch).
     controller_max_records_per_batch: int = 10_000
@@ -324,6 +327,9 @@ class BrokerConfig:
             if value < 1:
                 raise ConfigError(f"{name}={value}: must be at least 1")
             setattr(config, attribute, value)
+        config.transaction_partition_verification_enable = _bool(
+            props, "transaction.partition.verification.enable", config.transaction_partition_verification_enable
+        )
         _check_roles(props)
         ignored = properties_not_acted_on(props)
         if ignored:
@@ -395,6 +401,7 @@ BROKER_PROPERTIES = frozenset({
     "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.partition.verification.enable",
     # groups and their offsets (broker.groups)
     "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
     "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",

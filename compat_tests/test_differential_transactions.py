@@ -99,7 +99,9 @@ def test_the_coordinators_answers_match_kafkas(brokers):
         seen: list[object] = []
         topic = CreateTopicsRequest.CreatableTopic(name="txn-data", num_partitions=2, replication_factor=1,
                                                    assignments=[], configs=[])
-        client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7)
+        other = CreateTopicsRequest.CreatableTopic(name="txn-other", num_partitions=1, replication_factor=1,
+                                                   assignments=[], configs=[])
+        client.request(CreateTopicsRequest(topics=[topic, other], timeout_ms=10_000), 7)
         found = _until_ready(lambda: client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]), 4),
                              lambda r: r.coordinators[0].error_code)
         seen.append(("find", found.coordinators[0].error_code))
@@ -121,6 +123,15 @@ def test_the_coordinators_answers_match_kafkas(brokers):
             lambda r: max(p.partition_error_code for t in r.results_by_topic_v3_and_below
                           for p in t.results_by_partition)))))
         seen.append(("add again", _codes(client.request(_partitions(txn, pid, epoch, {"txn-data": [1]}), 3))))
+        # A partition leader's verification (v4, verify_only): in the transaction or not; nothing is added.
+        verify = client.request(AddPartitionsToTxnRequest(transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=txn, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="txn-data", partitions=[1]),
+                        AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="txn-other", partitions=[0])])]), 4)
+        seen.append(("verify", verify.error_code, sorted(
+            (r.transactional_id, t.name, p.partition_index, p.partition_error_code)
+            for r in verify.results_by_transaction for t in r.topic_results for p in t.results_by_partition)))
         offsets = client.request(AddOffsetsToTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                                         group_id="txn-group"), 3)
         seen.append(("add offsets", offsets.error_code))

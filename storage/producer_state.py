@@ -142,6 +142,16 @@ class ProducerStateEntry:
             self.producer_epoch = producer_epoch
 
 
+class VerificationGuard:
+    """A pending transaction verification of one producer in one partition (compared by identity)."""
+
+    __slots__ = ("producer_id", "created_ms")
+
+    def __init__(self, producer_id: int, created_ms: int) -> None:
+        self.producer_id = producer_id
+        self.created_ms = created_ms
+
+
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
     """A transaction closed by a marker in a committed append.
@@ -191,6 +201,8 @@ class ProducerStateManager:
         self._staged: dict[int, ProducerStateEntry] = {}
         self._staged_txn_events: list[_StagedStart | _StagedCompletion] = []
         self._staged_end_offset = 0
+        # KIP-890 verification guards, by producer id: see ``start_verification``.
+        self._verification_guards: dict[int, VerificationGuard] = {}
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -217,6 +229,35 @@ class ProducerStateManager:
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is below the high watermark (now replicated)."""
         self._forget_completed_txns_below(high_watermark)
+
+    # -- transaction verification (KIP-890) ----------------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether ``producer_id`` has a transaction open in this partition, at ``producer_epoch``."""
+        entry = self._producers.get(producer_id)
+        return (entry is not None and entry.current_txn_first_offset is not None
+                and entry.producer_epoch == producer_epoch)
+
+    def start_verification(self, producer_id: int) -> VerificationGuard:
+        """The guard of a transactional batch of ``producer_id`` that would start a transaction here,
+        taken before its coordinator is asked whether the partition is in the transaction. Any
+        transactional batch or marker of the producer appended meanwhile drops the guard, so an append
+        verified before a marker that ended the transaction is refused (``verified`` is then False)."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = VerificationGuard(producer_id, int(time.time() * 1000))
+            self._verification_guards[producer_id] = guard
+        return guard
+
+    def verified(self, producer_id: int, guard: VerificationGuard) -> bool:
+        """Whether ``guard`` still stands: nothing of the producer's was appended since it was taken."""
+        return self._verification_guards.get(producer_id) is guard
+
+    def drop_verification(self, guard: VerificationGuard) -> None:
+        """Forget ``guard``, unless it was replaced meanwhile. (A failed verification leaves its guard:
+        another request of the producer may be waiting on it; ``remove_expired`` forgets it.)"""
+        if self._verification_guards.get(guard.producer_id) is guard:
+            del self._verification_guards[guard.producer_id]
 
     # -- one append -----------------------------------------------------------------------------------
 
@@ -318,6 +359,9 @@ class ProducerStateManager:
     def commit_append(self) -> list[CompletedTxn]:
         """Make the staged batches part of the state; returns the transactions they completed."""
         self._producers.update(self._staged)
+        if self._verification_guards:  # a batch or marker of the producer ends its pending verification
+            for producer_id in self._staged:
+                self._verification_guards.pop(producer_id, None)
         completed: list[CompletedTxn] = []
         for event in self._staged_txn_events:
             if isinstance(event, _StagedStart):
@@ -348,6 +392,10 @@ class ProducerStateManager:
 
     def remove_expired(self, now_ms: int) -> None:
         """Forget producers idle for ``max_producer_id_expiration_ms`` that have no open transaction."""
+        if self._verification_guards:  # verifications never followed by an append, as Kafka expires them
+            horizon = now_ms - self.max_producer_id_expiration_ms
+            for pid in [pid for pid, guard in self._verification_guards.items() if guard.created_ms < horizon]:
+                del self._verification_guards[pid]
         expired = [pid for pid, entry in self._producers.items() if self._is_expired(entry, now_ms)]
         for producer_id in expired:
             del self._producers[producer_id]
@@ -395,6 +443,7 @@ class ProducerStateManager:
         self._producers.clear()
         self._ongoing_txns.clear()
         self._unreplicated_txns.clear()
+        self._verification_guards.clear()
         self.abort_append()
         self._delete_snapshots_outside(log_start_offset, log_end_offset)
 

@@ -354,6 +354,10 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (
         "transaction_remove_expired_transaction_cleanup_interval_ms", ConfigType.INT,
         "How often expired transactional ids are looked for and removed."),
+    "transaction.partition.verification.enable": (
+        "transaction_partition_verification_enable", ConfigType.BOOLEAN,
+        "Whether a transactional batch that would start a transaction in a partition is first verified "
+        "with the transaction coordinator."),
     "controller.max.records.per.batch": ("controller_max_records_per_batch", ConfigType.INT,
                                          "Most partitions one CreateTopics or CreatePartitions request may create."),
 }

@@ -16,6 +16,15 @@ shrank below the minimum meanwhile). With a single replica the high watermark mo
 so both are answered at once.
 acks=0 gets no response at all; if any partition failed, the connection is closed instead, as Kafka
 does, so the producer refreshes its metadata. Produce never creates topics: that is Metadata's job.
+
+Transaction verification (KIP-890, broker.txn.verification; ``transaction.partition.verification.enable``,
+on by default): in a request with a transactional id, a transactional batch whose producer has no
+transaction open in the partition at its epoch is first verified with the id's coordinator (one
+question per request); a partition not in the producer's ongoing transaction is refused, nothing
+appended (INVALID_TXN_STATE up to v10, TRANSACTION_ABORTABLE from v11; INVALID_PRODUCER_EPOCH for a
+fenced producer; NOT_ENOUGH_REPLICAS while the coordinator cannot answer), and the other partitions are
+served as usual. Transactional batches of more than one producer in one request are
+INVALID_PRODUCER_ID_MAPPING everywhere. Requests without a transactional id pay nothing for it.
 """
 from __future__ import annotations
 
@@ -26,10 +35,12 @@ import trio
 
 from broker.handlers.registry import CloseConnection, RequestContext, handles
 from broker.partition import Partition
+from broker.txn import verification
+from storage.producer_state import VerificationGuard
 from wire.errors import ErrorCode, KafkaError
 from wire.messages import ProduceRequest, ProduceResponse
 from wire.protocol import ApiKey
-from wire.records import LOG_OVERHEAD
+from wire.records import LOG_OVERHEAD, RecordBatch
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +60,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     responses: list[TopicResponse] = []
     # acks=all partitions whose batch is not below the high watermark yet.
     replicating: list[tuple[Partition, int, PartitionResponse, int]] = []
+    # Transaction verification: per partition data, its batch and guard, or its refusal.
+    verified: dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] | None = None
+    if request.transactional_id is not None and ctx.broker.config.transaction_partition_verification_enable:
+        verified = await _verify_transaction(ctx, request)
     for topic_data in request.topic_data:
         topic, unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
         partition_responses = []
@@ -80,7 +95,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                     partition_responses.append(_error(data.index, ErrorCode(code)))
                     continue
             try:
-                records = _single_batch(data.records, ctx.api_version)
+                if verified is not None and id(data) in verified:
+                    outcome = verified[id(data)]
+                    if isinstance(outcome, PartitionResponse):
+                        partition_responses.append(outcome)
+                        continue
+                    records, guard = outcome
+                    _check_guard(partition, RecordBatch(records), guard)
+                else:
+                    records = _single_batch(data.records, ctx.api_version)
                 info = partition.append(records)
                 if ctx.broker.metrics is not None:
                     ctx.broker.metrics.bytes_in(partition.topic, len(records))
@@ -116,6 +139,75 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection(f"acks=0 produce failed for {', '.join(failed)}")
         return None
     return ProduceResponse(responses=responses)
+
+
+async def _verify_transaction(
+    ctx: RequestContext, request: ProduceRequest,
+) -> dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse]:
+    """Verify with the transactional id's coordinator the partitions whose transactional batch would
+    start a transaction; by ``id()`` of their partition data: the batch and its guard when the
+    coordinator confirmed it, the response refusing it otherwise. Partitions that need no verification,
+    or fail the usual checks (left to the append loop), are not in it."""
+    topics = ctx.broker.topics
+    by_data: dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] = {}
+    wanted: dict[tuple[str, int], tuple[int, bytearray | memoryview, Partition, VerificationGuard]] = {}
+    producers: set[tuple[int, int]] = set()
+    pending: list[tuple[int, int, bytearray | memoryview, Partition]] = []
+    for topic_data in request.topic_data:
+        topic, _unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
+        if topic is None:
+            continue
+        for data in topic_data.partition_data:
+            if not 0 <= data.index < len(topic.partitions) or not topic.partitions[data.index].is_leader:
+                continue
+            try:
+                records = _single_batch(data.records, ctx.api_version)
+                batch = RecordBatch(records)
+                if batch.magic != 2 or not batch.is_transactional or batch.producer_id < 0:
+                    continue
+            except KafkaError:
+                continue  # refused by the append loop
+            producers.add((batch.producer_id, batch.producer_epoch))
+            pending.append((id(data), data.index, records, topic.partitions[data.index]))
+    if not pending:
+        return by_data
+    if len(producers) > 1:
+        refusal = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        message = "Transactional records contained more than one producer ID"
+        return {key: _error(index, refusal, message) for key, index, _, _ in pending}
+    ((producer_id, producer_epoch),) = producers
+    for key, index, records, partition in pending:
+        state = partition.log.producer_state
+        if state.has_ongoing_transaction(producer_id, producer_epoch):
+            by_data[key] = (records, None)  # the transaction is open here: nothing to verify
+            continue
+        wanted[(partition.topic, index)] = (key, records, partition, state.start_verification(producer_id))
+    if not wanted:
+        return by_data
+    answers = await verification.verify(ctx.broker, request.transactional_id, producer_id, producer_epoch,
+                                        list(wanted))
+    for topic_partition, (key, records, partition, guard) in wanted.items():
+        code = answers.get(topic_partition, ErrorCode.NONE)
+        if code == ErrorCode.NONE:
+            by_data[key] = (records, guard)
+            continue
+        refusal, message = verification.produce_error(code, ctx.api_version)
+        log.debug("produce to %s-%d by producer %d epoch %d not verified: %s", *topic_partition, producer_id,
+                  producer_epoch, code.name)
+        by_data[key] = _error(topic_partition[1], refusal, message)
+    return by_data
+
+
+def _check_guard(partition: Partition, batch: RecordBatch, guard: VerificationGuard | None) -> None:
+    """Refuse a verified batch if its producer's guard fell meanwhile (a marker ended the transaction
+    the coordinator confirmed) and no transaction of the producer is open in the partition now. Runs
+    right before the append, with no await between them."""
+    state = partition.log.producer_state
+    producer_id = batch.producer_id
+    if state.has_ongoing_transaction(producer_id, batch.producer_epoch):
+        return
+    if guard is None or not state.verified(producer_id, guard):
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE, verification.APPEND_NOT_VERIFIED_MESSAGE)
 
 
 async def _await_replication(replicating: list[tuple[Partition, int, PartitionResponse, int]],

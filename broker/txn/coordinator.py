@@ -356,7 +356,8 @@ class TransactionCoordinator:
         return {"producer_id": metadata.producer_id, "producer_epoch": metadata.producer_epoch + 1,
                 "last_producer_id": NO_PRODUCER_ID, "last_producer_epoch": last_epoch}
 
-    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> TransactionMetadata:
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int, *,
+                        pending_ok: bool = False) -> TransactionMetadata:
         self._coordinating(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
@@ -370,7 +371,7 @@ class TransactionCoordinator:
                      transactional_id, producer_id, epoch, metadata.producer_epoch)
             raise KafkaError(ErrorCode.PRODUCER_FENCED,
                              f"There is a newer producer with the same transactional id {transactional_id}.")
-        if metadata.pending is not None:
+        if metadata.pending is not None and not pending_ok:
             raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS)
         return metadata
 
@@ -401,15 +402,18 @@ class TransactionCoordinator:
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """AddPartitionsToTxn with ``verify_only``: NONE for each partition already in the producer's
-        ongoing transaction, INVALID_TXN_STATE for the others (nothing is added)."""
+        """AddPartitionsToTxn with ``verify_only`` (a partition leader's transaction verification): NONE
+        for each partition already in the producer's ongoing transaction, TRANSACTION_ABORTABLE for the
+        others (nothing is added); CONCURRENT_TRANSACTIONS while the transaction ends, as Kafka answers."""
         wanted = set(partitions)
         try:
-            metadata = self._check_producer(transactional_id, producer_id, epoch)
+            metadata = self._check_producer(transactional_id, producer_id, epoch, pending_ok=True)
         except KafkaError as exc:
             return dict.fromkeys(wanted, exc.code)
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(wanted, ErrorCode.CONCURRENT_TRANSACTIONS)
         ongoing = metadata.partitions if metadata.state is S.ONGOING else set()
-        return {key: ErrorCode.NONE if key in ongoing else ErrorCode.INVALID_TXN_STATE for key in wanted}
+        return {key: ErrorCode.NONE if key in ongoing else ErrorCode.TRANSACTION_ABORTABLE for key in wanted}
 
     def _exists(self, topic: str, partition: int) -> bool:
         found = self.broker.topics.get(topic)
@@ -518,7 +522,7 @@ class TransactionCoordinator:
             if self.broker.cluster is None:
                 results.update(dict.fromkeys(remote, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             else:
-                results.update(await self.broker.marker_channel.send(marker._replace(partitions=remote),
+                results.update(await self.broker.peer_channel.send(marker._replace(partitions=remote),
                                                                     self._leader_of))
         return results
 
