@@ -41,7 +41,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Brok
         yield started
 
 
-def _until_ready(send, code_of, timeout: float = 30.0):
+def until_ready(send, code_of, timeout: float = 30.0):
     """Send until the answer is not a coordinator-not-ready one (the first lookup creates the topic)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -102,14 +102,14 @@ def test_the_coordinators_answers_match_kafkas(brokers):
         other = CreateTopicsRequest.CreatableTopic(name="txn-other", num_partitions=1, replication_factor=1,
                                                    assignments=[], configs=[])
         client.request(CreateTopicsRequest(topics=[topic, other], timeout_ms=10_000), 7)
-        found = _until_ready(lambda: client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]), 4),
+        found = until_ready(lambda: client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]), 4),
                              lambda r: r.coordinators[0].error_code)
         seen.append(("find", found.coordinators[0].error_code))
         init = lambda version, **kw: client.request(InitProducerIdRequest(  # noqa: E731
             transactional_id=txn, transaction_timeout_ms=kw.get("timeout", 60_000),
             producer_id=kw.get("pid", -1), producer_epoch=kw.get("epoch", -1)), version)
         seen.append(("timeout too long", init(4, timeout=120_001).error_code))
-        first = _until_ready(lambda: init(4), lambda r: r.error_code)
+        first = until_ready(lambda: init(4), lambda r: r.error_code)
         pid, epoch = first.producer_id, first.producer_epoch
         seen.append(("init", first.error_code, epoch))
         # An empty transaction cannot end; a producer id that is not the id's is refused.
@@ -118,7 +118,7 @@ def test_the_coordinators_answers_match_kafkas(brokers):
         seen.append(("wrong pid", _codes(client.request(_partitions(txn, pid + 1000, epoch, {"txn-data": [0]}), 3))))
         seen.append(("unknown partition", _codes(client.request(
             _partitions(txn, pid, epoch, {"txn-data": [0, 7], "nowhere": [0]}), 3))))
-        seen.append(("add", _codes(_until_ready(
+        seen.append(("add", _codes(until_ready(
             lambda: client.request(_partitions(txn, pid, epoch, {"txn-data": [0, 1]}), 3),
             lambda r: max(p.partition_error_code for t in r.results_by_topic_v3_and_below
                           for p in t.results_by_partition)))))
@@ -148,14 +148,14 @@ def test_the_coordinators_answers_match_kafkas(brokers):
                       if s.transactional_id == txn]))
         seen.append(("abort", client.request(EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                                            committed=False), 3).error_code))
-        done = _until_ready(lambda: client.request(EndTxnRequest(transactional_id=txn, producer_id=pid,
+        done = until_ready(lambda: client.request(EndTxnRequest(transactional_id=txn, producer_id=pid,
                                                                  producer_epoch=epoch, committed=False), 3),
                             lambda r: r.error_code)
         seen.append(("abort again", done.error_code))
         seen.append(("commit after abort", client.request(EndTxnRequest(
             transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True), 3).error_code))
         # A new InitProducerId bumps the epoch; the old epoch is fenced, by code per version.
-        second = _until_ready(lambda: init(4), lambda r: r.error_code)
+        second = until_ready(lambda: init(4), lambda r: r.error_code)
         seen.append(("bump", second.error_code, second.producer_id == pid, second.producer_epoch - epoch))
         for version in (1, 2):
             response = client.request(_partitions(txn, pid, epoch, {"txn-data": [0]}), version)

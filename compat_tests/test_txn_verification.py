@@ -21,6 +21,7 @@ import pytest
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.test_differential import assert_same, on_both, side_by_side
+from compat_tests.test_differential_transactions import until_ready
 from compat_tests.wire_client import WireClient
 from wire.errors import ErrorCode
 from wire.messages import (
@@ -35,7 +36,6 @@ from wire.messages import (
 )
 from wire.records import SimpleRecord, build_batch
 
-NOT_READY = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, CONCURRENT_TRANSACTIONS
 SETTINGS = {"num.partitions": 1, "transaction.state.log.num.partitions": 2}
 #: Produce versions where Kafka's answer could change: the oldest served, the last before
 #: TRANSACTION_ABORTABLE (10) and the first with it (11, the last one transaction-version-1 clients use).
@@ -44,15 +44,6 @@ SETTINGS = {"num.partitions": 1, "transaction.state.log.num.partitions": 2}
 #: closes (the epoch is not bumped when a transaction ends), so it keeps verifying: TRANSACTION_ABORTABLE.
 VERSIONS = (3, 9, 10, 11)
 LATEST, EARLIEST = -1, -2
-
-
-def _until_ready(send, code_of, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        response = send()
-        if code_of(response) not in NOT_READY or time.monotonic() > deadline:
-            return response
-        time.sleep(0.1)
 
 
 def create_topic(client: WireClient, name: str, partitions: int = 1, replication_factor: int = 1) -> None:
@@ -72,16 +63,16 @@ def create_topic(client: WireClient, name: str, partitions: int = 1, replication
 
 
 def init(client: WireClient, txn: str) -> tuple[int, int]:
-    _until_ready(lambda: client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]), 4),
+    until_ready(lambda: client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=[txn]), 4),
                  lambda r: r.coordinators[0].error_code)
-    response = _until_ready(lambda: client.request(InitProducerIdRequest(
+    response = until_ready(lambda: client.request(InitProducerIdRequest(
         transactional_id=txn, transaction_timeout_ms=60_000), 4), lambda r: r.error_code)
     assert response.error_code == 0, response
     return response.producer_id, response.producer_epoch
 
 
 def add(client: WireClient, txn: str, pid: int, epoch: int, topic: str, partitions: list[int]) -> list[int]:
-    response = _until_ready(lambda: client.request(AddPartitionsToTxnRequest(
+    response = until_ready(lambda: client.request(AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=partitions)]),
         3), lambda r: max(p.partition_error_code for t in r.results_by_topic_v3_and_below
@@ -90,7 +81,7 @@ def add(client: WireClient, txn: str, pid: int, epoch: int, topic: str, partitio
 
 
 def end(client: WireClient, txn: str, pid: int, epoch: int, committed: bool) -> int:
-    return _until_ready(lambda: client.request(EndTxnRequest(
+    return until_ready(lambda: client.request(EndTxnRequest(
         transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=committed), 3),
         lambda r: r.error_code).error_code
 

@@ -58,7 +58,8 @@ async def verify(broker: Broker, transactional_id: str, producer_id: int, produc
 def produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str | None]:
     """A coordinator's verification error as Produce ``version`` answers it, with its message."""
     if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
-        # trafka's coordinator says INVALID_TXN_STATE where Kafka's says TRANSACTION_ABORTABLE.
+        # Not in the transaction: the coordinator says TRANSACTION_ABORTABLE (Kafka 3.6-3.7's said
+        # INVALID_TXN_STATE, read the same way).
         if version >= ABORTABLE_SINCE_VERSION:
             return ErrorCode.TRANSACTION_ABORTABLE, None
         return ErrorCode.INVALID_TXN_STATE, NOT_IN_TRANSACTION_MESSAGE
