@@ -10,7 +10,6 @@ from Apache Kafka for the same batches.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
 from compat_tests.harness import BrokerProcess, wait_until
+from compat_tests.test_differential import create
 from compat_tests.wire_client import WireClient
-from wire.messages import CreateTopicsRequest, MetadataRequest, ProduceRequest
+from wire.messages import ProduceRequest
 from wire.records import SimpleRecord, build_batch
 
 TIMEOUT = 30.0
@@ -118,22 +118,6 @@ def test_all_topics_include_the_offsets_topic(broker, topic):
 # -------------------------------------------------------------------------- the same as Apache Kafka
 
 
-def _create(client: WireClient, name: str, partitions: int) -> None:
-    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
-                                               assignments=[], configs=[])
-    response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7)
-    assert response.topics[0].error_code == 0, response
-    deadline = time.monotonic() + TIMEOUT  # Kafka elects the leaders a moment after it answers
-    while True:
-        metadata = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-                                                  allow_auto_topic_creation=False), 12)
-        found = metadata.topics[0].partitions
-        if len(found) == partitions and all(p.error_code == 0 and p.leader_id >= 0 for p in found):
-            return
-        assert time.monotonic() < deadline, metadata
-        time.sleep(0.05)
-
-
 BATCHES = [build_batch([SimpleRecord(f"k{n}".encode(), bytes(300 + n), timestamp=1_700_000_000_000 + n)
                         for n in range(count)]) for count in (1, 7, 30)]
 
@@ -143,8 +127,8 @@ def test_the_same_answer_as_kafka(target, request):
     process: BrokerProcess = request.getfixturevalue("broker" if target == "trafka" else "kafka")
     first, second = f"log-dirs-same-a-{target}", f"log-dirs-same-b-{target}"
     with WireClient(process.bootstrap) as client:
-        _create(client, first, 2)
-        _create(client, second, 1)
+        create(client, first, 2, existing_ok=False)
+        create(client, second, 1, existing_ok=False)
         for partition, batch in [(0, BATCHES[0]), (0, BATCHES[1]), (1, BATCHES[2])]:
             response = client.request(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
                 ProduceRequest.TopicProduceData(name=first, partition_data=[

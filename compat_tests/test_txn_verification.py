@@ -20,18 +20,16 @@ from pathlib import Path
 import pytest
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.test_differential import assert_same, on_both, side_by_side
+from compat_tests.test_differential import assert_same, create, on_both, side_by_side
 from compat_tests.test_differential_transactions import until_ready
 from compat_tests.wire_client import WireClient
 from wire.errors import ErrorCode
 from wire.messages import (
     AddPartitionsToTxnRequest,
-    CreateTopicsRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
-    MetadataRequest,
     ProduceRequest,
 )
 from wire.records import SimpleRecord, build_batch
@@ -44,22 +42,6 @@ SETTINGS = {"num.partitions": 1, "transaction.state.log.num.partitions": 2}
 #: closes (the epoch is not bumped when a transaction ends), so it keeps verifying: TRANSACTION_ABORTABLE.
 VERSIONS = (3, 9, 10, 11)
 LATEST, EARLIEST = -1, -2
-
-
-def create_topic(client: WireClient, name: str, partitions: int = 1, replication_factor: int = 1) -> None:
-    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
-                                               replication_factor=replication_factor, assignments=[], configs=[])
-    response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7)
-    assert response.topics[0].error_code in (0, 36), response
-    deadline = time.monotonic() + 30
-    while True:  # Kafka elects the leaders a moment after it answers
-        metadata = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-                                                  allow_auto_topic_creation=False), 12)
-        found = metadata.topics[0].partitions
-        if len(found) == partitions and all(p.error_code == 0 and p.leader_id >= 0 for p in found):
-            return
-        assert time.monotonic() < deadline, metadata
-        time.sleep(0.05)
 
 
 def init(client: WireClient, txn: str) -> tuple[int, int]:
@@ -124,7 +106,7 @@ def test_an_unadded_partition_is_refused_with_kafkas_code_per_version(brokers):
     def converse(client: WireClient) -> list[object]:
         topic = f"verify-{uuid.uuid4().hex[:6]}"
         txn = f"verify-{uuid.uuid4().hex[:6]}"
-        create_topic(client, topic)
+        create(client, topic)
         pid, epoch = init(client, txn)
         seen: list[object] = []
         for version in VERSIONS:
@@ -162,7 +144,7 @@ def test_the_property_set_to_false_lets_an_unverified_write_through(tmp_path: Pa
     try:
         with WireClient(process.bootstrap) as client:
             topic = "unverified"
-            create_topic(client, topic)
+            create(client, topic)
             txn = "lax"
             pid, epoch = init(client, txn)
             assert produce(client, txn, topic, 0, txn_batch(pid, epoch, 0)) == (ErrorCode.NONE, 0)
