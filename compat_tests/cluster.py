@@ -78,10 +78,28 @@ def start_cluster(zookeeper, directory: Path, overrides: Mapping[str, object] | 
     try:
         for broker in brokers:
             broker.start()
+        wait_until_registered(cluster)
     except BaseException:
         cluster.close()
         raise
     return cluster
+
+
+def wait_until_registered(cluster: Cluster) -> None:
+    """Wait until every running broker lists every running broker in its Metadata: each learns of the
+    others' registrations through its own ZooKeeper watch, a moment after they start, and a request
+    (CreateTopics with a replication factor of 3, say) may reach one that does not know them yet."""
+    from compat_tests.wire_client import WireClient
+    from wire.messages import MetadataRequest
+
+    running = [b for b in cluster.brokers if b.running]
+    expected = {b.node_id for b in running}
+
+    def known(broker: BrokerProcess) -> set[int]:
+        with WireClient(f"{broker.host}:{broker.port}") as client:
+            return {b.node_id for b in client.request(MetadataRequest(topics=[]), 12).brokers}
+
+    wait(lambda: all(known(b) == expected for b in running), f"every broker to see brokers {sorted(expected)}")
 
 
 def wait(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> object:

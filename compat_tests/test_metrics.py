@@ -68,7 +68,7 @@ def test_without_metrics_port_nothing_listens(broker_factory):
 
 
 def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_path):
-    from compat_tests.cluster import start_cluster, wait
+    from compat_tests.cluster import start_cluster, wait, wait_until_registered
 
     ports = {node_id: _free_port() for node_id in (1, 2, 3)}
     cluster = start_cluster(zookeeper, tmp_path)
@@ -77,9 +77,7 @@ def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_
             broker.stop()
             broker.overrides["metrics.port"] = ports[broker.node_id]
             broker.start(broker.port)
-        # Each broker learns of the others' registrations through its own ZooKeeper watch; the one
-        # answering CreateTopics may still count two brokers for a moment after the last restart.
-        wait(lambda: cluster.live_broker_ids() == {1, 2, 3}, "all three brokers registered")
+        wait_until_registered(cluster)
         wait(lambda: ConfluentClient(cluster.bootstrap).create_topic("watched", 1, replication_factor=3) or True,
              "the topic created with three replicas")
         leader, replicas, _ = wait(lambda: (lambda m: m if m[2] == [1, 2, 3] else None)(
