@@ -1,9 +1,12 @@
 """Generates ``wire/messages/`` from Apache Kafka's JSON message specs.
 
-    python -m wire.codegen [SPECS_DIR] [--check]
+    python -m wire.codegen [SPECS] [--check]
 
-SPECS_DIR defaults to ``$TRAFKA_KAFKA_SPECS``, else ``../shared/kafka-message-specs`` relative to the
-repository root. ``--check`` writes nothing and exits 1 when the committed modules differ.
+The specs are the JSON files Apache Kafka's own client carries: SPECS is a ``kafka-clients`` jar (read
+in place, ``common/message/*.json``) or a folder of those files. It defaults to ``$TRAFKA_KAFKA_SPECS``,
+else to the kafka-clients jar that ``compat_tests/setup.sh`` fetches from Maven Central, at the version
+the committed modules were generated from (``KAFKA_CLIENTS_VERSION``). ``--check`` writes nothing and
+exits 1 when the committed modules differ.
 
 Each served API becomes one module (``wire/messages/produce.py``) holding its request and response
 classes. A message class covers all of the spec's valid versions; its nested structs are nested
@@ -22,6 +25,7 @@ import json
 import os
 import re
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +91,10 @@ DATA_SCHEMAS = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
 OLDEST_VERSIONS = {"ProduceRequest": 0, "ProduceResponse": 0}
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SPECS_DIR = REPO_ROOT.parent / "shared" / "kafka-message-specs"
+# The generated modules are made from this release's specs; compat_tests/java/pom.xml pins the same jar.
+KAFKA_CLIENTS_VERSION = "4.3.0"
+DEFAULT_SPECS = REPO_ROOT / "compat_tests" / "java" / "lib" / f"kafka-clients-{KAFKA_CLIENTS_VERSION}.jar"
+JAR_SPECS_FOLDER = "common/message/"
 OUTPUT_DIR = Path(__file__).resolve().parent / "messages"
 
 MAX_VERSION = 32767  # upper bound of an open version range ("3+")
@@ -225,8 +232,19 @@ class MessageSpec:
         return version in self.flexible
 
 
-def load_spec(path: Path) -> MessageSpec:
-    data = json.loads(strip_comments(path.read_text()))
+def read_spec(specs: Path, name: str) -> str:
+    """The JSON text of spec ``name`` (``ProduceRequest``) from a kafka-clients jar or a folder."""
+    if specs.is_dir():
+        return (specs / f"{name}.json").read_text()
+    with zipfile.ZipFile(specs) as jar:
+        try:
+            return jar.read(f"{JAR_SPECS_FOLDER}{name}.json").decode()
+        except KeyError:
+            raise SpecError(f"{specs} has no {JAR_SPECS_FOLDER}{name}.json") from None
+
+
+def load_spec(text: str) -> MessageSpec:
+    data = json.loads(strip_comments(text))
     versions = parse_versions(data["validVersions"])
     if data["name"] in OLDEST_VERSIONS:
         versions = range(min(versions.start, OLDEST_VERSIONS[data["name"]]), versions.stop)
@@ -238,7 +256,7 @@ def load_spec(path: Path) -> MessageSpec:
             if "fields" in spec:
                 type_name = spec["type"].removeprefix("[]")
                 if type_name in definitions:
-                    raise SpecError(f"{path.name}: struct {type_name} is defined twice")
+                    raise SpecError(f"{data['name']}: struct {type_name} is defined twice")
                 definitions[type_name] = spec
                 collect(spec["fields"])
 
@@ -253,20 +271,20 @@ def load_spec(path: Path) -> MessageSpec:
         result = []
         for spec in fields:
             if "flexibleVersions" in spec:
-                raise SpecError(f"{path.name}: field-level flexibleVersions ({spec['name']})")
+                raise SpecError(f"{data['name']}: field-level flexibleVersions ({spec['name']})")
             field_versions = intersect(parse_versions(spec["versions"]), versions)
             tagged = parse_versions(spec.get("taggedVersions", "none"))
             if tagged and "tag" not in spec:
-                raise SpecError(f"{path.name}: {owner}.{spec['name']} has tagged versions but no tag")
+                raise SpecError(f"{data['name']}: {owner}.{spec['name']} has tagged versions but no tag")
             base = spec["type"].removeprefix("[]")
             struct = None
             if base not in PRIMITIVES:
                 if base not in structs:
-                    raise SpecError(f"{path.name}: unknown type {spec['type']} of {spec['name']}")
+                    raise SpecError(f"{data['name']}: unknown type {spec['type']} of {spec['name']}")
                 struct = structs[base]
             attr = snake_case(spec["name"])
             if attr in RESERVED_NAMES:
-                raise SpecError(f"{path.name}: field name {attr} clashes with a method")
+                raise SpecError(f"{data['name']}: field name {attr} clashes with a method")
             default = spec.get("default", "")
             result.append(
                 FieldSpec(
@@ -864,19 +882,19 @@ def package_source(apis: list[tuple[str, MessageSpec, MessageSpec]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(specs_dir: Path) -> dict[str, str]:
+def generate(specs: Path) -> dict[str, str]:
     """The generated package: file name -> source."""
     files: dict[str, str] = {}
     apis = []
     for api in SERVED_APIS:
-        request = load_spec(specs_dir / f"{api}Request.json")
-        response = load_spec(specs_dir / f"{api}Response.json")
+        request = load_spec(read_spec(specs, f"{api}Request"))
+        response = load_spec(read_spec(specs, f"{api}Response"))
         if request.api_key != response.api_key or (request.kind, response.kind) != ("request", "response"):
             raise SpecError(f"{api}: request and response specs do not match")
         title = f"{api} (api key {request.api_key}): {request.name} and {response.name}."
         files[f"{module_name(api)}.py"] = generate_module(title, [request, response])
         apis.append((api, request, response))
-    data = [load_spec(specs_dir / f"{name}.json") for name in DATA_SCHEMAS]
+    data = [load_spec(read_spec(specs, name)) for name in DATA_SCHEMAS]
     title = "The consumer protocol's member metadata and assignment (inside JoinGroup and SyncGroup)."
     files[f"{DATA_SCHEMAS_MODULE}.py"] = generate_module(title, data)
     files["__init__.py"] = package_source(apis)
@@ -890,21 +908,21 @@ def stale_files(output_dir: Path, files: dict[str, str]) -> Iterator[Path]:
             yield path
 
 
-def specs_dir_from(argument: str | None) -> Path:
+def specs_from(argument: str | None) -> Path:
     if argument:
         return Path(argument)
-    return Path(os.environ.get("TRAFKA_KAFKA_SPECS") or DEFAULT_SPECS_DIR)
+    return Path(os.environ.get("TRAFKA_KAFKA_SPECS") or DEFAULT_SPECS)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wire.codegen", description=__doc__.splitlines()[0])
-    parser.add_argument("specs_dir", nargs="?", help="folder of Kafka's message spec JSON files")
+    parser.add_argument("specs", nargs="?", help="a kafka-clients jar, or a folder of Kafka's message spec JSON files")
     parser.add_argument("--check", action="store_true", help="only report whether wire/messages is current")
     args = parser.parse_args(argv)
-    specs_dir = specs_dir_from(args.specs_dir)
-    if not specs_dir.is_dir():
-        parser.error(f"no specs folder at {specs_dir} (pass one, or set TRAFKA_KAFKA_SPECS)")
-    files = generate(specs_dir)
+    specs = specs_from(args.specs)
+    if not specs.exists():
+        parser.error(f"no specs at {specs} (run compat_tests/setup.sh, pass a jar or folder, or set TRAFKA_KAFKA_SPECS)")
+    files = generate(specs)
     changed = [name for name, source in files.items() if _read(OUTPUT_DIR / name) != source]
     stale = list(stale_files(OUTPUT_DIR, files))
     if args.check:

@@ -127,7 +127,6 @@ class DescribeConfigsResponse(Message):
             "value",
             "read_only",
             "config_source",
-            "is_default",
             "is_sensitive",
             "synonyms",
             "config_type",
@@ -138,7 +137,6 @@ class DescribeConfigsResponse(Message):
             Field("value", "string", range(1, 5), nullable_versions=range(1, 5)),
             Field("read_only", "bool", range(1, 5)),
             Field("config_source", "int8", range(1, 5), ignorable=True),
-            Field("is_default", "bool", range(0)),
             Field("is_sensitive", "bool", range(1, 5)),
             Field("synonyms", "[]DescribeConfigsSynonym", range(1, 5), ignorable=True),
             Field("config_type", "int8", range(3, 5), ignorable=True),
@@ -152,7 +150,6 @@ class DescribeConfigsResponse(Message):
             value: str | None = "",
             read_only: bool = False,
             config_source: int = -1,
-            is_default: bool = False,  # versions none
             is_sensitive: bool = False,
             synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] | None = None,
             config_type: int = 0,  # versions 3+
@@ -162,7 +159,6 @@ class DescribeConfigsResponse(Message):
             self.value = value
             self.read_only = read_only
             self.config_source = config_source
-            self.is_default = is_default
             self.is_sensitive = is_sensitive
             self.synonyms = [] if synonyms is None else synonyms
             self.config_type = config_type
@@ -324,7 +320,6 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(
     buf: memoryview, pos: int
 ) -> tuple[DescribeConfigsResponse.DescribeConfigsResourceResult, int]:
     obj = allocate(DescribeConfigsResponse.DescribeConfigsResourceResult)
-    obj.is_default = False  # not in this version
     obj.config_type = 0  # not in this version
     obj.documentation = ""  # not in this version
     obj.name, pos = read_string(buf, pos)
@@ -407,7 +402,6 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(
     buf: memoryview, pos: int
 ) -> tuple[DescribeConfigsResponse.DescribeConfigsResourceResult, int]:
     obj = allocate(DescribeConfigsResponse.DescribeConfigsResourceResult)
-    obj.is_default = False  # not in this version
     obj.name, pos = read_string(buf, pos)
     obj.value, pos = read_nullable_string(buf, pos)
     obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
@@ -497,7 +491,6 @@ def _decode_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(
     buf: memoryview, pos: int
 ) -> tuple[DescribeConfigsResponse.DescribeConfigsResourceResult, int]:
     obj = allocate(DescribeConfigsResponse.DescribeConfigsResourceResult)
-    obj.is_default = False  # not in this version
     obj.name, pos = read_compact_string(buf, pos)
     obj.value, pos = read_compact_nullable_string(buf, pos)
     obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)

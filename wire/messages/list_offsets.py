@@ -58,12 +58,11 @@ class ListOffsetsRequest(Message):
             self.partitions = [] if partitions is None else partitions
 
     class ListOffsetsPartition(Struct):
-        __slots__ = ("partition_index", "current_leader_epoch", "timestamp", "max_num_offsets")
+        __slots__ = ("partition_index", "current_leader_epoch", "timestamp")
         FIELDS = (
             Field("partition_index", "int32", range(1, 12)),
             Field("current_leader_epoch", "int32", range(4, 12), ignorable=True),
             Field("timestamp", "int64", range(1, 12)),
-            Field("max_num_offsets", "int32", range(0)),
         )
 
         def __init__(
@@ -72,12 +71,10 @@ class ListOffsetsRequest(Message):
             partition_index: int = 0,
             current_leader_epoch: int = -1,  # versions 4+
             timestamp: int = 0,
-            max_num_offsets: int = 1,  # versions none
         ) -> None:
             self.partition_index = partition_index
             self.current_leader_epoch = current_leader_epoch
             self.timestamp = timestamp
-            self.max_num_offsets = max_num_offsets
 
     __slots__ = ("replica_id", "isolation_level", "topics", "timeout_ms")
     FIELDS = (
@@ -126,18 +123,10 @@ class ListOffsetsResponse(Message):
             self.partitions = [] if partitions is None else partitions
 
     class ListOffsetsPartitionResponse(Struct):
-        __slots__ = (
-            "partition_index",
-            "error_code",
-            "old_style_offsets",
-            "timestamp",
-            "offset",
-            "leader_epoch",
-        )
+        __slots__ = ("partition_index", "error_code", "timestamp", "offset", "leader_epoch")
         FIELDS = (
             Field("partition_index", "int32", range(1, 12)),
             Field("error_code", "int16", range(1, 12)),
-            Field("old_style_offsets", "[]int64", range(0)),
             Field("timestamp", "int64", range(1, 12)),
             Field("offset", "int64", range(1, 12)),
             Field("leader_epoch", "int32", range(4, 12)),
@@ -148,14 +137,12 @@ class ListOffsetsResponse(Message):
             *,
             partition_index: int = 0,
             error_code: int = 0,
-            old_style_offsets: list[int] | None = None,  # versions none
             timestamp: int = -1,
             offset: int = -1,
             leader_epoch: int = -1,  # versions 4+
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
-            self.old_style_offsets = [] if old_style_offsets is None else old_style_offsets
             self.timestamp = timestamp
             self.offset = offset
             self.leader_epoch = leader_epoch
@@ -181,7 +168,6 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v1(
 ) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
     obj.current_leader_epoch = -1  # not in this version
-    obj.max_num_offsets = 1  # not in this version
     obj.partition_index, obj.timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
     return obj, pos
@@ -244,7 +230,6 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v4(
     buf: memoryview, pos: int
 ) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
-    obj.max_num_offsets = 1  # not in this version
     obj.partition_index, obj.current_leader_epoch, obj.timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
     return obj, pos
@@ -290,7 +275,6 @@ def _decode_ListOffsetsRequest_ListOffsetsPartition_v6(
     buf: memoryview, pos: int
 ) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     obj = allocate(ListOffsetsRequest.ListOffsetsPartition)
-    obj.max_num_offsets = 1  # not in this version
     obj.partition_index, obj.current_leader_epoch, obj.timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
     pos = skip_tagged_fields(buf, pos)
@@ -364,7 +348,6 @@ def _decode_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(
     buf: memoryview, pos: int
 ) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     obj = allocate(ListOffsetsResponse.ListOffsetsPartitionResponse)
-    obj.old_style_offsets = []  # not in this version
     obj.leader_epoch = -1  # not in this version
     obj.partition_index, obj.error_code, obj.timestamp, obj.offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
@@ -431,7 +414,6 @@ def _decode_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(
     buf: memoryview, pos: int
 ) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     obj = allocate(ListOffsetsResponse.ListOffsetsPartitionResponse)
-    obj.old_style_offsets = []  # not in this version
     (
         obj.partition_index,
         obj.error_code,
@@ -492,7 +474,6 @@ def _decode_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(
     buf: memoryview, pos: int
 ) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     obj = allocate(ListOffsetsResponse.ListOffsetsPartitionResponse)
-    obj.old_style_offsets = []  # not in this version
     (
         obj.partition_index,
         obj.error_code,

@@ -72,14 +72,12 @@ class OffsetCommitRequest(Message):
             "partition_index",
             "committed_offset",
             "committed_leader_epoch",
-            "commit_timestamp",
             "committed_metadata",
         )
         FIELDS = (
             Field("partition_index", "int32", range(2, 11)),
             Field("committed_offset", "int64", range(2, 11)),
             Field("committed_leader_epoch", "int32", range(6, 11), ignorable=True),
-            Field("commit_timestamp", "int64", range(0)),
             Field("committed_metadata", "string", range(2, 11), nullable_versions=range(2, 11)),
         )
 
@@ -89,13 +87,11 @@ class OffsetCommitRequest(Message):
             partition_index: int = 0,
             committed_offset: int = 0,
             committed_leader_epoch: int = -1,  # versions 6+
-            commit_timestamp: int = -1,  # versions none
             committed_metadata: str | None = "",
         ) -> None:
             self.partition_index = partition_index
             self.committed_offset = committed_offset
             self.committed_leader_epoch = committed_leader_epoch
-            self.commit_timestamp = commit_timestamp
             self.committed_metadata = committed_metadata
 
     __slots__ = (
@@ -197,7 +193,6 @@ def _decode_OffsetCommitRequest_OffsetCommitRequestPartition_v2(
 ) -> tuple[OffsetCommitRequest.OffsetCommitRequestPartition, int]:
     obj = allocate(OffsetCommitRequest.OffsetCommitRequestPartition)
     obj.committed_leader_epoch = -1  # not in this version
-    obj.commit_timestamp = -1  # not in this version
     obj.partition_index, obj.committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     obj.committed_metadata, pos = read_nullable_string(buf, pos)
@@ -288,7 +283,6 @@ def _decode_OffsetCommitRequest_OffsetCommitRequestPartition_v6(
     buf: memoryview, pos: int
 ) -> tuple[OffsetCommitRequest.OffsetCommitRequestPartition, int]:
     obj = allocate(OffsetCommitRequest.OffsetCommitRequestPartition)
-    obj.commit_timestamp = -1  # not in this version
     (
         obj.partition_index,
         obj.committed_offset,
@@ -376,7 +370,6 @@ def _decode_OffsetCommitRequest_OffsetCommitRequestPartition_v8(
     buf: memoryview, pos: int
 ) -> tuple[OffsetCommitRequest.OffsetCommitRequestPartition, int]:
     obj = allocate(OffsetCommitRequest.OffsetCommitRequestPartition)
-    obj.commit_timestamp = -1  # not in this version
     (
         obj.partition_index,
         obj.committed_offset,

@@ -3,6 +3,7 @@ do not use yet (exercised through a synthetic spec)."""
 from __future__ import annotations
 
 import json
+import re
 import types
 import uuid
 from pathlib import Path
@@ -13,17 +14,17 @@ from wire import codegen
 from wire.messages import REQUESTS, RESPONSES, ApiKey
 from wire.primitives import EncodeError
 
-SPECS_DIR = codegen.specs_dir_from(None)
+SPECS = codegen.specs_from(None)
 needs_specs = pytest.mark.skipif(
-    not SPECS_DIR.is_dir(),
-    reason=f"Kafka message specs not found at {SPECS_DIR} "
-    "(set TRAFKA_KAFKA_SPECS to check the generated code)",
+    not SPECS.exists(),
+    reason=f"Kafka message specs not found at {SPECS}: compat_tests/setup.sh fetches the kafka-clients jar "
+    "that carries them (or set TRAFKA_KAFKA_SPECS)",
 )
 
 
 @needs_specs
 def test_committed_modules_are_current() -> None:
-    files = codegen.generate(SPECS_DIR)
+    files = codegen.generate(SPECS)
     for name, source in files.items():
         path = codegen.OUTPUT_DIR / name
         assert path.exists(), f"wire/messages/{name} is missing: run python -m wire.codegen"
@@ -33,16 +34,31 @@ def test_committed_modules_are_current() -> None:
 
 @needs_specs
 def test_check_mode(capsys: pytest.CaptureFixture[str]) -> None:
-    assert codegen.main([str(SPECS_DIR), "--check"]) == 0
+    assert codegen.main([str(SPECS), "--check"]) == 0
     assert capsys.readouterr().out == ""
 
 
-def test_specs_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_specs_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAFKA_KAFKA_SPECS", str(tmp_path))
-    assert codegen.specs_dir_from(None) == tmp_path
-    assert codegen.specs_dir_from("elsewhere") == Path("elsewhere")
+    assert codegen.specs_from(None) == tmp_path
+    assert codegen.specs_from("elsewhere") == Path("elsewhere")
     monkeypatch.delenv("TRAFKA_KAFKA_SPECS")
-    assert codegen.specs_dir_from(None) == codegen.REPO_ROOT.parent / "shared" / "kafka-message-specs"
+    assert codegen.specs_from(None) == codegen.DEFAULT_SPECS
+
+
+def test_the_default_specs_are_the_jar_the_java_tests_pin() -> None:
+    pom = (codegen.REPO_ROOT / "compat_tests" / "java" / "pom.xml").read_text()
+    pinned = re.search(r"<artifactId>kafka-clients</artifactId>\s*<version>([^<]+)</version>", pom)
+    assert pinned is not None and pinned.group(1) == codegen.KAFKA_CLIENTS_VERSION
+
+
+@needs_specs
+def test_a_folder_of_specs_reads_as_the_jar(tmp_path: Path) -> None:
+    for name in ("ProduceRequest", "ConsumerProtocolAssignment"):
+        (tmp_path / f"{name}.json").write_text(codegen.read_spec(SPECS, name))
+        assert codegen.load_spec(codegen.read_spec(tmp_path, name)) == codegen.load_spec(codegen.read_spec(SPECS, name))
+    with pytest.raises(codegen.SpecError, match="no common/message/NoSuchRequest.json"):
+        codegen.read_spec(SPECS, "NoSuchRequest")
 
 
 def test_every_served_api_is_in_the_tables() -> None:
@@ -126,12 +142,7 @@ SYNTHETIC_SPEC = """
 @pytest.fixture(scope="module")
 def synthetic() -> type:
     """The synthetic spec's generated module, loaded."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "SyntheticResponse.json"
-        path.write_text(SYNTHETIC_SPEC)
-        spec = codegen.load_spec(path)
+    spec = codegen.load_spec(SYNTHETIC_SPEC)
     source = codegen.generate_module("A synthetic message.", [spec])
     compile(source, "synthetic.py", "exec")
     module = types.ModuleType("synthetic")
@@ -180,11 +191,10 @@ def test_synthetic_version_checks(synthetic: type) -> None:
     assert synthetic.decode(synthetic(payload=b"", count=5).encode(0), 0).count == 0
 
 
-def test_unknown_type_is_reported(tmp_path: Path) -> None:
-    path = tmp_path / "BadRequest.json"
-    path.write_text(
+def test_unknown_type_is_reported() -> None:
+    text = (
         '{"apiKey": 1000, "type": "request", "name": "BadRequest", "validVersions": "0", '
         '"flexibleVersions": "none", "fields": [{"name": "X", "type": "[]Missing", "versions": "0+"}]}'
     )
     with pytest.raises(codegen.SpecError, match="unknown type"):
-        codegen.load_spec(path)
+        codegen.load_spec(text)
