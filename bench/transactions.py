@@ -611,7 +611,7 @@ def settings(plan: TxnPlan) -> dict[str, str]:
         "read_back": "assign() partition 0 from the beginning, no group, enable.partition.eof, "
                      "fetch.queue.backoff.ms=10; rate from the first batch to the last; reads to the first EOF",
         "topics": "1 partition each, replication factor 1, created before the clock starts",
-        "trafka": "python -m broker --port 0 --data-dir <tmp> --log-level WARNING (bench.brokers)",
+        "trafka": "python -m trafka --port 0 --data-dir <tmp> --log-level WARNING (bench.brokers)",
         "kafka": brokers.kafka_settings(),
     }
 

@@ -261,10 +261,10 @@ def raw_produce(p: dict[str, Any]) -> dict[str, Any]:
     import socket
     import struct
 
-    from wire.messages import ProduceRequest, ProduceResponse
-    from wire.primitives import Writer
-    from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
-    from wire.records import SimpleRecord, build_batch
+    from trafka.wire.messages import ProduceRequest, ProduceResponse
+    from trafka.wire.primitives import Writer
+    from trafka.wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
+    from trafka.wire.records import SimpleRecord, build_batch
 
     version, size, requests = 7, p["size"], p["requests"]
     per_batch = max(1, (1 << 20) // (size + 10))

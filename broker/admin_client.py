@@ -11,11 +11,11 @@ import itertools
 import socket
 from types import TracebackType
 
-from wire.errors import ErrorCode
-from wire.messages import FindCoordinatorRequest, MetadataRequest, MetadataResponse
-from wire.primitives import Message, Writer
-from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
-from wire.messages import RESPONSES
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import FindCoordinatorRequest, MetadataRequest, MetadataResponse
+from trafka.wire.primitives import Message, Writer
+from trafka.wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
+from trafka.wire.messages import RESPONSES
 
 CLIENT_ID = "trafka-cli"
 METADATA_VERSION = 10
@@ -103,10 +103,11 @@ class AdminClient:
         """Send to the bootstrap broker, or to broker ``node_id``."""
         return self._connection(node_id).request(message, version)
 
-    def metadata(self, topics: list[str] | None = None) -> MetadataResponse:
-        """Metadata of ``topics`` (every topic when None); never creates topics."""
+    def metadata(self, topics: list[str] | None = None, *, auto_create: bool = False) -> MetadataResponse:
+        """Metadata of ``topics`` (every topic when None); missing topics are created only with
+        ``auto_create``, and only where the broker creates topics on first use."""
         wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=name) for name in topics]
-        response = self.request(MetadataRequest(topics=wanted, allow_auto_topic_creation=False), METADATA_VERSION)
+        response = self.request(MetadataRequest(topics=wanted, allow_auto_topic_creation=auto_create), METADATA_VERSION)
         assert isinstance(response, MetadataResponse)
         self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         return response

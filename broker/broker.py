@@ -13,24 +13,24 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.cluster import CoordinationError
-from broker.config import BrokerConfig
-from broker.faults import FaultRules
-from broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
-from broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
-from storage.broker_configs import DynamicBrokerConfigs
-from storage.config import LogConfig
-from storage.manager import LogManager
-from storage.topics import TopicCatalog
+from trafka.broker.cluster import CoordinationError
+from trafka.broker.config import BrokerConfig
+from trafka.broker.faults import FaultRules
+from trafka.broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
+from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
+from trafka.storage.broker_configs import DynamicBrokerConfigs
+from trafka.storage.config import LogConfig
+from trafka.storage.manager import LogManager
+from trafka.storage.topics import TopicCatalog
 
 if TYPE_CHECKING:
-    from broker.partition import Partition
-    from broker.cluster.zookeeper import ZooKeeperCluster
-    from broker.replication.manager import ReplicaManager
-    from broker.groups.coordinator import GroupCoordinator
-    from broker.txn.channel import PeerChannel
-    from broker.txn.coordinator import TransactionCoordinator
-    from broker.metrics import Metrics
+    from trafka.broker.partition import Partition
+    from trafka.broker.cluster.zookeeper import ZooKeeperCluster
+    from trafka.broker.replication.manager import ReplicaManager
+    from trafka.broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.txn.channel import PeerChannel
+    from trafka.broker.txn.coordinator import TransactionCoordinator
+    from trafka.broker.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,10 @@ class Broker:
 
     def _join_cluster(self, config: BrokerConfig) -> TopicManager:
         """The parts of a broker in a cluster coordinated through ZooKeeper (imported only then)."""
-        from broker.cluster import BrokerRegistration
-        from broker.cluster.topics import ClusterTopicManager
-        from broker.cluster.zookeeper import ZooKeeperCluster
-        from broker.replication.manager import ReplicaManager
+        from trafka.broker.cluster import BrokerRegistration
+        from trafka.broker.cluster.topics import ClusterTopicManager
+        from trafka.broker.cluster.zookeeper import ZooKeeperCluster
+        from trafka.broker.replication.manager import ReplicaManager
 
         host, port = config.advertised_address
         self.cluster = ZooKeeperCluster(
@@ -151,7 +151,7 @@ class Broker:
         if self._groups is None:
             if self._background_tasks is None:
                 raise RuntimeError("the group coordinator runs with the broker's background tasks")
-            from broker.groups.coordinator import GroupCoordinator
+            from trafka.broker.groups.coordinator import GroupCoordinator
 
             self._groups = GroupCoordinator(self)
             self._background_tasks.start_soon(self._groups.run)
@@ -169,7 +169,7 @@ class Broker:
         if self._transactions is None:
             if self._background_tasks is None:
                 raise RuntimeError("the transaction coordinator runs with the broker's background tasks")
-            from broker.txn.coordinator import TransactionCoordinator
+            from trafka.broker.txn.coordinator import TransactionCoordinator
 
             self._transactions = TransactionCoordinator(self)
             self._background_tasks.start_soon(self._transactions.run)
@@ -180,7 +180,7 @@ class Broker:
         """The transaction coordinator's requests to other brokers of the cluster (markers), and the
         partition leaders' to the coordinator (transaction verification)."""
         if self._peer_channel is None:
-            from broker.txn.channel import PeerChannel
+            from trafka.broker.txn.channel import PeerChannel
 
             self._peer_channel = PeerChannel(self.topics.live_brokers)
         return self._peer_channel
@@ -231,7 +231,7 @@ class Broker:
                 if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
                     self.transactions  # noqa: B018  (likewise)
                 task_status.started()
-                from broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
+                from trafka.broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
 
                 nursery.start_soon(LogCleaner(self.log_manager, self.config).run)
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S

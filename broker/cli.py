@@ -9,7 +9,7 @@ When the broker is ready it prints one line to stdout, ``trafka ready: bootstrap
 which scripts and test fixtures wait for. SIGINT and SIGTERM shut it down cleanly.
 
 As the JVM does for Kafka, the broker raises its soft limit on open files to the hard limit at
-start; each partition holds one descriptor (see ``broker.descriptors``).
+start; each partition holds one descriptor (see ``trafka.broker.descriptors``).
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ gc.disable()
 try:
     import trio
 
-    from broker.cluster import CoordinationError
-    from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
-    from broker.descriptors import raise_limit
-    from broker.server import Server
-    from wire.errors import KafkaError
+    from trafka.broker.cluster import CoordinationError
+    from trafka.broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties
+    from trafka.broker.descriptors import raise_limit
+    from trafka.broker.server import Server
+    from trafka.wire.errors import KafkaError
 finally:
     if _gc_was_enabled:
         gc.enable()
@@ -156,15 +156,15 @@ async def run(config: BrokerConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "cluster":
-        from broker.local_cluster import main as cluster
+        from trafka.broker.local_cluster import main as cluster
 
         return cluster(argv[1:])
     if argv and argv[0] == "control":
-        from broker.control_client import main as control
+        from trafka.broker.control_client import main as control
 
         return control(argv[1:])
     if argv and argv[0] in TOOLS:
-        from broker.tools import main as run_tool
+        from trafka.broker.tools import main as run_tool
 
         return run_tool(["--bootstrap-server", *_bootstrap(argv[1:]), argv[0], *_without_bootstrap(argv[1:])])
     args = build_parser().parse_args(argv)
@@ -213,7 +213,7 @@ def _bootstrap(argv: list[str]) -> list[str]:
             return [argv[index + 1]]
         if item.startswith("--bootstrap-server="):
             return [item.split("=", 1)[1]]
-    from broker.tools import DEFAULT_BOOTSTRAP
+    from trafka.broker.tools import DEFAULT_BOOTSTRAP
 
     return [DEFAULT_BOOTSTRAP]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG
+from trafka.storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +388,7 @@ def _check_roles(props: Mapping[str, str]) -> None:
         )
 
 
-#: Every property this broker reads, besides the topic defaults (``storage.config.BROKER_LOG_PROPERTIES``
+#: Every property this broker reads, besides the topic defaults (``trafka.storage.config.BROKER_LOG_PROPERTIES``
 #: and their other units): its own settings, and those the group coordinator and handlers read.
 BROKER_PROPERTIES = frozenset({
     "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.faults import Action, top_level_error_response
-from broker.handlers import REGISTRY, CloseConnection, RequestContext
-from broker.handlers.api_versions import api_versions_response
-from wire.chunks import Chunk, FileSlice
-from wire.errors import ErrorCode
-from wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
-from wire.protocol import ApiKey
+from trafka.broker.faults import Action, top_level_error_response
+from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
+from trafka.broker.handlers.api_versions import api_versions_response
+from trafka.wire.chunks import Chunk, FileSlice
+from trafka.wire.errors import ErrorCode
+from trafka.wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
+from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 

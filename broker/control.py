@@ -27,11 +27,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
-from broker.faults import RuleError
+from trafka.broker.faults import RuleError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.faults import FaultRules
+    from trafka.broker.broker import Broker
+    from trafka.broker.faults import FaultRules
 
 log = logging.getLogger(__name__)
 

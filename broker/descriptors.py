@@ -2,7 +2,7 @@
 
 A partition holds one descriptor, its active segment's ``.log`` file: index files are mapped with
 no descriptor kept, and segments no longer written to are opened for reads on demand through a
-bounded cache (``storage.open_files``). Besides its partitions the broker needs descriptors for
+bounded cache (``trafka.storage.open_files``). Besides its partitions the broker needs descriptors for
 client connections, that cache of readers, and the files flushes and checkpoints open for a
 moment; ``RESERVE`` keeps room for them. Until ``__consumer_offsets`` exists, room for its
 partitions is kept too, so that consumer groups work on a broker whose other topics took the rest.
@@ -20,8 +20,8 @@ import os
 import resource
 from dataclasses import dataclass
 
-from storage.open_files import READER_CACHE_SIZE
-from wire.errors import ErrorCode, KafkaError
+from trafka.storage.open_files import READER_CACHE_SIZE
+from trafka.wire.errors import ErrorCode, KafkaError
 
 #: Descriptors each partition holds.
 DESCRIPTORS_PER_PARTITION = 1

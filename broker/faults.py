@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from wire.errors import ErrorCode
-from wire.messages import RESPONSES
-from wire.protocol import ApiKey
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import RESPONSES
+from trafka.wire.protocol import ApiKey
 
 #: APIs whose error answers are made per partition (the others answer with a top-level error code).
 PARTITION_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})

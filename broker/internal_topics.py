@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from wire.errors import ErrorCode
+from trafka.wire.errors import ErrorCode
 
 
 def java_string_hash(value: str) -> int:

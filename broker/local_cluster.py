@@ -3,10 +3,10 @@
     trafka cluster                          # 3 brokers on 9092-9094, and a ZooKeeper of their own
     trafka cluster --brokers 5 --port 19092 --zookeeper 127.0.0.1:2181/dev --data-dir ./cluster
 
-Each broker is its own ``python -m broker`` process (broker.testing.TrafkaCluster), with broker ids
+Each broker is its own ``python -m trafka`` process (trafka.broker.testing.TrafkaCluster), with broker ids
 1..n on consecutive ports, their data under ``--data-dir`` (a temporary directory removed at exit when
 not given). Without ``--zookeeper`` a ZooKeeper is started from a local installation
-(broker.zookeeper_server) and stopped at exit. Once every broker serves, one line says where:
+(trafka.broker.zookeeper_server) and stopped at exit. Once every broker serves, one line says where:
 
     trafka cluster ready: bootstrap=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 zookeeper=127.0.0.1:34117/trafka-...
 
@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 
-from broker.testing import BrokerError, TrafkaCluster
+from trafka.broker.testing import BrokerError, TrafkaCluster
 
 DEFAULT_PORT = 9092
 

@@ -2,7 +2,7 @@
 ``LogCleaner``), run beside the broker's other background work.
 
 ``LogCleaner(log_manager, config).run(task_status=...)`` runs ``log.cleaner.threads`` workers. Each, in a
-loop, picks the dirtiest compacted log no other worker is cleaning (``storage.cleaner.filthiest_log``),
+loop, picks the dirtiest compacted log no other worker is cleaning (``trafka.storage.cleaner.filthiest_log``),
 cleans it, records its new first dirty offset in the data directory's ``cleaner-offset-checkpoint``, and
 looks again; when no log needs cleaning it waits ``log.cleaner.backoff.ms``.
 
@@ -21,7 +21,7 @@ Settings (Kafka's names and defaults): ``log.cleaner.enable`` (true), ``log.clea
 ``log.cleaner.io.buffer.size`` (512 KiB), ``log.cleaner.io.buffer.load.factor`` (0.9) and
 ``log.cleaner.io.max.bytes.per.second`` (unlimited: the bytes read and written by all threads together).
 The per-topic ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms`` and
-``delete.retention.ms`` have broker defaults under ``log.cleaner.*`` names (``storage.config``).
+``delete.retention.ms`` have broker defaults under ``log.cleaner.*`` names (``trafka.storage.config``).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from storage.cleaner import (
+from trafka.storage.cleaner import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     DEFAULT_IO_BUFFER_LOAD_FACTOR,
     DEFAULT_IO_BUFFER_SIZE,
@@ -46,8 +46,8 @@ from storage.cleaner import (
     Throttler,
     filthiest_log,
 )
-from storage.manager import LogManager
-from wire.errors import KafkaError
+from trafka.storage.manager import LogManager
+from trafka.wire.errors import KafkaError
 
 log = logging.getLogger(__name__)
 

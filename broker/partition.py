@@ -37,9 +37,9 @@ from collections.abc import Callable, Collection, Sequence
 
 import trio
 
-from storage.log import AppendInfo, AppendOrigin, FetchInfo, Log
-from wire.errors import ErrorCode, KafkaError
-from wire.records import RECORD_BATCH_OVERHEAD, ControlRecordType, build_control_batch
+from trafka.storage.log import AppendInfo, AppendOrigin, FetchInfo, Log
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import RECORD_BATCH_OVERHEAD, ControlRecordType, build_control_batch
 
 NO_LEADER = -1
 #: Appends awaiting the last stable offset that are tracked one by one; beyond this many (a

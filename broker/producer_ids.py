@@ -13,7 +13,7 @@ from pathlib import Path
 
 import trio
 
-from storage.checkpoints import atomic_write
+from trafka.storage.checkpoints import atomic_write
 
 BLOCK_SIZE = 1000
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"

@@ -4,12 +4,12 @@ Fixtures:
 
 * ``trafka``: a real broker process on a free port with its data in a temporary directory, one per
   test session (so one per pytest-xdist worker), running when a test gets it: a
-  ``broker.testing.TrafkaBroker`` with ``bootstrap_servers``, ``restart()``, ``kill()``, ``start()``,
+  ``trafka.broker.testing.TrafkaBroker`` with ``bootstrap_servers``, ``restart()``, ``kill()``, ``start()``,
   ``stop()`` and ``create_topic()``.
 * ``trafka_topic``: a factory of topics unique to the test, created on the session's broker:
   ``trafka_topic()``, ``trafka_topic(partitions=3, configs={"retention.ms": 60000})``.
 * ``trafka_cluster``: a replicated cluster of three brokers for one test, a
-  ``broker.testing.TrafkaCluster`` with ``bootstrap_servers``, ``broker(node_id)`` (each with
+  ``trafka.broker.testing.TrafkaCluster`` with ``bootstrap_servers``, ``broker(node_id)`` (each with
   ``kill()``, ``start()``, ``restart()``), ``leader(topic, partition)`` and ``create_topic()``. Its
   brokers coordinate through the ZooKeeper given with ``--trafka-zookeeper HOST:PORT`` (or the
   ``trafka_zookeeper`` ini option, or ``$TRAFKA_ZOOKEEPER``); without one, a ZooKeeper is started for
@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from broker.testing import TrafkaBroker, TrafkaCluster
-from broker.zookeeper_server import LocalZooKeeper
+from trafka.broker.testing import TrafkaBroker, TrafkaCluster
+from trafka.broker.zookeeper_server import LocalZooKeeper
 
 _topic_numbers = itertools.count()
 

@@ -5,7 +5,7 @@ then forceful: listeners close at once, each connection finishes and answers the
 reads no new one, and whatever is still running when ``shutdown_timeout_s`` has passed is cancelled.
 The broker's state (logs, checkpoints) is closed last, after every connection is gone.
 Once the logs are loaded, one line says the file descriptor limit and about how many more
-partitions it allows (``broker.descriptors``).
+partitions it allows (``trafka.broker.descriptors``).
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import logging
 
 import trio
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from broker.connection import ClientConnection
-from broker.descriptors import current_budget, map_count_warning
+from trafka.broker.broker import Broker
+from trafka.broker.config import BrokerConfig
+from trafka.broker.connection import ClientConnection
+from trafka.broker.descriptors import current_budget, map_count_warning
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,13 @@ class Server:
                 config.port = addresses[0][1]
             self.broker = broker = Broker(config)
             if config.metrics_port is not None:
-                from broker.metrics import Metrics
+                from trafka.broker.metrics import Metrics
 
                 broker.metrics = Metrics(broker, lambda: len(self._connections))
                 broker.metrics.serve(config.host, config.metrics_port)
             control = None
             if config.control_port is not None:
-                from broker.control import ControlServer
+                from trafka.broker.control import ControlServer
 
                 control = ControlServer(broker, config.control_port)
                 config.control_port = control.port

@@ -1,6 +1,6 @@
 """trafka for tests and scripts: a real broker process on a free port, its data in a temporary directory.
 
-    from broker.testing import TrafkaBroker
+    from trafka.broker.testing import TrafkaBroker
 
     with TrafkaBroker() as broker:
         broker.create_topic("orders", partitions=3)
@@ -12,9 +12,10 @@
         broker.wait_for_hits(rule["id"])  # instead of a sleep
 
 :class:`TrafkaCluster` runs several brokers as one replicated cluster coordinated through ZooKeeper.
-The pytest plugin (``broker.pytest_plugin``) offers the same as fixtures. The broker runs as
-``python -m broker`` with the interpreter running the caller, listening on 127.0.0.1; its log goes to
-``broker.log`` beside the data directory.
+The pytest plugin (``trafka.broker.pytest_plugin``) offers the same as fixtures. The broker runs as
+``python -P -m trafka`` with the interpreter running the caller, listening on 127.0.0.1: ``-P`` keeps
+the working directory off its path, so that nothing of the caller's project stands in for trafka. Its
+log goes to ``broker.log`` beside the data directory.
 """
 from __future__ import annotations
 
@@ -33,11 +34,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from broker.admin_client import AdminClient, ClientError
-from broker.control_client import ControlClient, ControlError
-from wire.errors import ErrorCode
-from broker.zookeeper_server import LocalZooKeeper, ZooKeeperError
-from wire.messages import CreateTopicsRequest, MetadataRequest
+from trafka.broker.admin_client import AdminClient, ClientError
+from trafka.broker.control_client import ControlClient, ControlError
+from trafka.wire.errors import ErrorCode
+from trafka.broker.zookeeper_server import LocalZooKeeper, ZooKeeperError
+from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
 
 READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")
 HOST = "127.0.0.1"
@@ -79,7 +80,7 @@ class TrafkaBroker:
             raise BrokerError("the broker is already running")
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "broker", "--host", HOST, "--port", str(port), "--data-dir", str(self.data_dir),
+        command = [sys.executable, "-P", "-m", "trafka", "--host", HOST, "--port", str(port), "--data-dir", str(self.data_dir),
                    "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]

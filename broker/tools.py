@@ -5,7 +5,8 @@ Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
     trafka topics list | describe [TOPIC ...] | create TOPIC [--partitions N] [--config K=V ...] | delete TOPIC ...
     trafka groups list | describe GROUP ... | reset-offsets GROUP --topic T --to-earliest|... [--execute]
     trafka configs describe --topic T | --broker ID;  trafka configs alter ... --set K=V --delete K
-    trafka produce TOPIC            (one record per line of standard input; KEY<TAB>VALUE with --keys)
+    trafka produce TOPIC            (one record per line of standard input; KEY<TAB>VALUE with --keys;
+                                     a missing topic is created where the broker creates topics on first use)
     trafka consume TOPIC [--from-beginning] [--max-messages N]
 
 Exit codes: 0 done, 1 the broker refused or could not be reached (the message says which), 2 a usage error.
@@ -18,9 +19,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from broker.admin_client import AdminClient, ClientError, check
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.admin_client import AdminClient, ClientError, check
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -30,17 +31,20 @@ from wire.messages import (
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    MetadataResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
 )
-from wire.records import SimpleRecord, build_batch, iter_batches
+from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
 COMMANDS = ("topics", "groups", "configs", "produce", "consume")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 LATEST, EARLIEST = -1, -2
 SET, DELETE = 0, 1
+#: How long ``produce`` waits for the partitions of a topic it got created to have leaders.
+LEADER_TIMEOUT_S = 30.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -250,7 +254,7 @@ def _groups_reset_offsets(client: AdminClient, args: argparse.Namespace) -> int:
 
 def _owners(client: AdminClient, coordinator: int, group_id: str) -> dict[tuple[str, int], tuple[str, str]]:
     """(topic, partition) -> (member id, client id) of the group's members, whatever its protocol."""
-    from broker.groups.migration import decode_assignment
+    from trafka.broker.groups.migration import decode_assignment
 
     owners: dict[tuple[str, int], tuple[str, str]] = {}
     (described,) = client.request(DescribeGroupsRequest(groups=[group_id]), 5, node_id=coordinator).groups
@@ -340,8 +344,7 @@ def _configs_alter(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _produce(client: AdminClient, args: argparse.Namespace) -> int:
-    (topic,) = client.metadata([args.topic]).topics
-    check(topic.error_code, f"topic {args.topic}")
+    topic = _topic_to_produce_to(client, args.topic)
     leaders = {p.partition_index: p.leader_id for p in topic.partitions}
     partition = args.partition if args.partition is not None else random.choice(sorted(leaders))
     if partition not in leaders:
@@ -362,6 +365,55 @@ def _produce(client: AdminClient, args: argparse.Namespace) -> int:
         sent += len(records[start:start + 500])
     print(f"Produced {sent} record(s) to {args.topic}-{partition}.", file=sys.stderr)
     return 0
+
+
+def _topic_to_produce_to(client: AdminClient, name: str) -> MetadataResponse.MetadataResponseTopic:
+    """The topic's metadata, with a leader for every partition. A missing topic is created where the
+    broker creates topics on first use, as Kafka's console producer gets it created (its Metadata asks
+    for auto-creation); where the broker does not, the error says that the topic does not exist."""
+    (topic,) = client.metadata([name]).topics
+    deadline = time.monotonic() + LEADER_TIMEOUT_S
+    if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        # Kafka answers UNKNOWN_TOPIC_OR_PARTITION while its controller creates the topic, so the
+        # answer alone does not tell a refusal; the broker's own setting does.
+        refused = ClientError(f"topic {name} does not exist, and the broker does not create topics on first use "
+                              f"(auto.create.topics.enable=false): create it with 'trafka topics create {name}'")
+        (topic,) = client.metadata([name], auto_create=True).topics
+        if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not _creates_topics(client):
+            raise refused
+        while topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and time.monotonic() < deadline:
+            time.sleep(0.1)
+            (topic,) = client.metadata([name], auto_create=True).topics
+        if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise refused
+        print(f"Created topic {name}: the broker creates topics on first use.", file=sys.stderr)
+    while (topic.error_code == ErrorCode.LEADER_NOT_AVAILABLE or not _all_led(topic)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        (topic,) = client.metadata([name]).topics
+    check(topic.error_code, f"topic {name}")
+    return topic
+
+
+def _creates_topics(client: AdminClient) -> bool:
+    """Whether the cluster's brokers create topics on first use (asked of one of them, since Kafka
+    describes a broker's configs only to the broker itself); True where it does not say."""
+    brokers = client.metadata([]).brokers
+    if not brokers:
+        return True
+    node_id = min(b.node_id for b in brokers)
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    response = client.request(DescribeConfigsRequest(
+        resources=[R(resource_type=BROKER_RESOURCE, resource_name=str(node_id),
+                     configuration_keys=["auto.create.topics.enable"])],
+        include_synonyms=False, include_documentation=False), 4, node_id=node_id)
+    (result,) = response.results
+    values = [c.value for c in result.configs if c.name == "auto.create.topics.enable"]
+    return result.error_code != ErrorCode.NONE or values != ["false"]
+
+
+def _all_led(topic: MetadataResponse.MetadataResponseTopic) -> bool:
+    return bool(topic.partitions) and all(
+        p.error_code == ErrorCode.NONE and p.leader_id >= 0 for p in topic.partitions)
 
 
 def _consume(client: AdminClient, args: argparse.Namespace) -> int:

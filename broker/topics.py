@@ -4,7 +4,7 @@ Topic names follow Kafka's rules (1-249 characters from ``[a-zA-Z0-9._-]``, not 
 not colliding with an existing topic once ``.`` and ``_`` are treated alike). Each topic has a UUID
 topic id, a partition count and its own configs over the broker's defaults, all kept in the storage
 catalog so they survive restarts. This broker is the only one, so it leads every partition.
-New partitions must fit in the process's file descriptor limit (``broker.descriptors``): a change
+New partitions must fit in the process's file descriptor limit (``trafka.broker.descriptors``): a change
 that would not fit is refused whole, before anything is created.
 
 Creating, growing and deleting topics are serialized, one change at a time. The catalog and the
@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 
 import trio
 
-from broker.config import BrokerConfig
-from broker.descriptors import check_new_partitions
-from broker.partition import Partition
-from storage.config import LogConfig
-from storage.log import Log as StorageLog
-from storage.manager import LogManager
-from storage.topics import TopicCatalog, TopicRecord, new_topic_id
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.config import BrokerConfig
+from trafka.broker.descriptors import check_new_partitions
+from trafka.broker.partition import Partition
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log as StorageLog
+from trafka.storage.manager import LogManager
+from trafka.storage.topics import TopicCatalog, TopicRecord, new_topic_id
+from trafka.wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 

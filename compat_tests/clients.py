@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from wire.errors import ErrorCode
+from trafka.wire.errors import ErrorCode
 
 #: Bound for every client operation, so that a broker that stops answering fails a test instead of hanging it.
 OPERATION_TIMEOUT = 20.0

@@ -90,7 +90,7 @@ def wait_until_registered(cluster: Cluster) -> None:
     others' registrations through its own ZooKeeper watch, a moment after they start, and a request
     (CreateTopics with a replication factor of 3, say) may reach one that does not know them yet."""
     from compat_tests.wire_client import WireClient
-    from wire.messages import MetadataRequest
+    from trafka.wire.messages import MetadataRequest
 
     running = [b for b in cluster.brokers if b.running]
     expected = {b.node_id for b in running}

@@ -1,6 +1,6 @@
 """A real trafka broker in a child process, for the compatibility tests.
 
-`BrokerProcess` runs ``python -m broker`` on a free port with its own data directory, waits for the
+`BrokerProcess` runs ``python -m trafka`` on a free port with its own data directory, waits for the
 ready line (``trafka ready: bootstrap=HOST:PORT node_id=N data_dir=PATH``) and offers the life-cycle
 operations the tests need: a clean stop (SIGTERM), a crash (SIGKILL) and a restart on the same data
 directory. The broker's stderr goes to a log file so that a failing test can show what the broker said.
@@ -26,7 +26,8 @@ READY_LINE = re.compile(
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 BIND_HOST = "127.0.0.1"
-#: The broker runs from the source checkout these tests belong to (``python -m broker`` imports from cwd).
+#: The checkout these tests belong to; ``python -m trafka`` runs it through its editable install
+#: (compat_tests/checkout.py stops a run whose ``trafka`` comes from elsewhere).
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -35,7 +36,7 @@ class BrokerStartError(RuntimeError):
 
 
 class BrokerProcess:
-    """One ``python -m broker`` child process bound to 127.0.0.1 with a persistent data directory."""
+    """One ``python -m trafka`` child process bound to 127.0.0.1 with a persistent data directory."""
 
     #: Every broker started by the tests, so that a failing test can print their logs.
     started: list[BrokerProcess] = []
@@ -64,7 +65,7 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "broker", "--host", BIND_HOST, "--port", str(port),
+        command = [sys.executable, "-m", "trafka", "--host", BIND_HOST, "--port", str(port),
                    "--data-dir", str(self.data_dir)]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]

@@ -19,7 +19,7 @@ def target(request):
 
 
 def trafka(target, *arguments: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *arguments, "--bootstrap-server", target.bootstrap],
+    return subprocess.run([sys.executable, "-m", "trafka", *arguments, "--bootstrap-server", target.bootstrap],
                           input=stdin, capture_output=True, text=True, timeout=60, cwd=SOURCE_ROOT)
 
 
@@ -83,8 +83,35 @@ def test_configs(target):
     assert refused.returncode == 1 and "Cannot update these configs dynamically: [num.partitions]" in refused.stderr
 
 
+def test_produce_gets_a_missing_topic_created_where_the_broker_creates_topics(target):
+    name = f"cli-new-{uuid.uuid4().hex[:8]}"
+
+    produced = trafka(target, "produce", name, stdin="first\nsecond\n")
+
+    assert produced.returncode == 0, produced
+    assert produced.stderr.splitlines()[0] == f"Created topic {name}: the broker creates topics on first use.", produced
+    assert f"Produced 2 record(s) to {name}-0." in produced.stderr
+    consumed = trafka(target, "consume", name, "--from-beginning", "--max-messages", "2")
+    assert (consumed.returncode, consumed.stdout) == (0, "first\nsecond\n"), consumed
+    again = trafka(target, "produce", name, stdin="third\n")
+    assert again.returncode == 0 and "Created topic" not in again.stderr, again
+
+
+def test_produce_to_a_missing_topic_where_the_broker_does_not_create_topics(broker_factory):
+    strict = broker_factory({"auto.create.topics.enable": "false"})
+    name = f"cli-new-{uuid.uuid4().hex[:8]}"
+
+    produced = trafka(strict, "produce", name, stdin="lost\n")
+
+    assert produced.returncode == 1, produced
+    assert produced.stderr == (
+        f"trafka produce: topic {name} does not exist, and the broker does not create topics on first use "
+        f"(auto.create.topics.enable=false): create it with 'trafka topics create {name}'\n")
+    assert name not in trafka(strict, "topics", "list").stdout.split()
+
+
 def test_an_unreachable_broker_is_exit_code_1():
-    result = subprocess.run([sys.executable, "-m", "broker", "topics", "list", "--bootstrap-server", "127.0.0.1:1"],
+    result = subprocess.run([sys.executable, "-m", "trafka", "topics", "list", "--bootstrap-server", "127.0.0.1:1"],
                             capture_output=True, text=True, timeout=30, cwd=SOURCE_ROOT)
     assert (result.returncode, result.stderr) == (1, "trafka topics: cannot connect to 127.0.0.1:1: Connection refused\n")
 

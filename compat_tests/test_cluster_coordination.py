@@ -18,8 +18,8 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from broker.cluster import RECOVERING, BrokerRegistration, ClusterChange, PartitionState, TopicAssignment
-from broker.cluster.zookeeper import (
+from trafka.broker.cluster import RECOVERING, BrokerRegistration, ClusterChange, PartitionState, TopicAssignment
+from trafka.broker.cluster.zookeeper import (
     ConcurrentChangeError,
     CoordinationError,
     TopicExistsError,
@@ -139,7 +139,7 @@ async def test_the_layout_is_kafkas_own(zookeeper, tmp_path):
     """A real Apache Kafka 3.9 broker in ZooKeeper mode and a trafka broker in the same chroot: trafka reads
     Kafka's cluster id, registration and controller as its own, and Kafka's broker sees trafka's."""
     from compat_tests.reference import ZooKeeperModeKafka
-    from wire.messages import CreateTopicsRequest, MetadataRequest
+    from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
 
     chroot = "/trafka/with-kafka"
     kafka = ZooKeeperModeKafka(tmp_path / "kafka", f"{zookeeper.connect_string}{chroot}", broker_id=1)

@@ -74,8 +74,8 @@ def test_stale_leader_epochs_and_misdirected_produces_after_a_failover(zookeeper
     versions cannot carry it and the answer goes without. The connection serves on."""
     from compat_tests.test_error_paths import BATCH, fetch, fetched, produce, produced
     from compat_tests.wire_client import WireClient
-    from wire.errors import ErrorCode
-    from wire.messages import ApiVersionsRequest
+    from trafka.wire.errors import ErrorCode
+    from trafka.wire.messages import ApiVersionsRequest
 
     cluster = start_cluster(zookeeper, tmp_path, {"auto.leader.rebalance.enable": "false"})
     try:

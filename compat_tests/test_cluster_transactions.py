@@ -54,7 +54,7 @@ def _read_committed(bootstrap: str, topic: str, partitions: int, expected: int, 
 def _coordinator_of(cluster, transactional_id: str) -> int:
     """The coordinator a live broker names in FindCoordinator."""
     from compat_tests.wire_client import WireClient
-    from wire.messages import FindCoordinatorRequest
+    from trafka.wire.messages import FindCoordinatorRequest
 
     for broker in cluster.brokers:
         if broker.running:

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.clients import ClientError, ConfluentClient, KafkaPythonClient, Message
 from compat_tests.harness import BrokerProcess, wait_until
-from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
+from trafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
 
 TIMEOUT = 30.0
 SEGMENT_MS = 300

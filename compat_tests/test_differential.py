@@ -22,7 +22,7 @@ import pytest
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import LIB, KafkaBroker
 from compat_tests.wire_client import WireClient
-from wire.messages import (
+from trafka.wire.messages import (
     ApiVersionsRequest,
     ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest,
@@ -45,7 +45,7 @@ from wire.messages import (
     ProduceRequest,
     SyncGroupRequest,
 )
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.records import SimpleRecord, build_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Settings both brokers run with.

@@ -17,8 +17,8 @@ from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
 from compat_tests.test_differential import assert_same, on_both, side_by_side
 from compat_tests.wire_client import WireClient
-from broker.txn.records import decode_key, decode_value
-from wire.messages import (
+from trafka.broker.txn.records import decode_key, decode_value
+from trafka.wire.messages import (
     FetchRequest,
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -29,7 +29,7 @@ from wire.messages import (
     InitProducerIdRequest,
     ListTransactionsRequest,
 )
-from wire.records import iter_batches
+from trafka.wire.records import iter_batches
 
 SETTINGS = {"num.partitions": 1, "transaction.max.timeout.ms": 120_000, "transaction.state.log.num.partitions": 2}
 NOT_READY = {14, 15, 16, 51}  # coordinator loading / not available / not coordinator, CONCURRENT_TRANSACTIONS

@@ -13,9 +13,9 @@ import pytest
 from compat_tests.clients import ConfluentClient, Message
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient, encode_frame, read_frame
-from wire.errors import ErrorCode
-from wire.messages import ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ProduceRequest
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ProduceRequest
+from trafka.wire.records import SimpleRecord, build_batch
 
 MAX_FRAME = 100_000
 BATCH = build_batch([SimpleRecord(b"k", b"v")])

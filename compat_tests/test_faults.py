@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaProducer
 
-from broker.testing import BrokerError, TrafkaBroker
+from trafka.broker.testing import BrokerError, TrafkaBroker
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_the_control_endpoint_answers_in_json(trafka: TrafkaBroker):
 
 def test_trafka_control_on_the_command_line(trafka: TrafkaBroker):
     def control(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "broker", "control", "--port", str(trafka.control_port),
+        return subprocess.run([sys.executable, "-m", "trafka", "control", "--port", str(trafka.control_port),
                                "faults", *args], capture_output=True, text=True, timeout=60)
 
     added = control("add", '{"action": "observe", "api": "api_versions"}')

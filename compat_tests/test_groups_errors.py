@@ -10,10 +10,10 @@ import uuid
 import pytest
 
 from compat_tests.test_groups_consumers import Member, owned_once, wait_for
-from wire.errors import ErrorCode
-from wire.messages import DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
-from wire.primitives import Writer
-from wire.protocol import RESPONSES, RequestHeader, decode_response_header, encode_request_header, response_header_version
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
+from trafka.wire.primitives import Writer
+from trafka.wire.protocol import RESPONSES, RequestHeader, decode_response_header, encode_request_header, response_header_version
 
 SUBSCRIPTION = struct.pack(">hi", 0, 0) + struct.pack(">i", -1)
 

@@ -35,7 +35,7 @@ def _ready_line(process: subprocess.Popen[str]) -> re.Match[str]:
 
 
 def test_one_command_runs_a_replicated_cluster(tmp_path: Path):
-    process = subprocess.Popen([sys.executable, "-m", "broker", "cluster", "--brokers", "3", "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "trafka", "cluster", "--brokers", "3", "--port", "0"],
                                cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready = _ready_line(process)

@@ -19,8 +19,8 @@ from kafka.admin import KafkaAdminClient
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.test_differential import create
 from compat_tests.wire_client import WireClient
-from wire.messages import ProduceRequest
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.messages import ProduceRequest
+from trafka.wire.records import SimpleRecord, build_batch
 
 TIMEOUT = 30.0
 

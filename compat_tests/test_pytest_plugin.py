@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing import BrokerError, TrafkaBroker
+from trafka.broker.testing import BrokerError, TrafkaBroker
 
 ROOT = Path(__file__).resolve().parent.parent
 

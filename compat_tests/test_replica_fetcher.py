@@ -17,23 +17,23 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.replication.fetcher import FollowedPartition, ReplicaFetcher
-from broker.replication.peer import PeerConnection
+from trafka.broker.replication.fetcher import FollowedPartition, ReplicaFetcher
+from trafka.broker.replication.peer import PeerConnection
 from compat_tests.clients import ConfluentClient, numbered_messages
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient
-from storage.config import LogConfig
-from storage.log import Log
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     DeleteRecordsRequest,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
 )
-from wire.protocol import ApiKey
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.protocol import ApiKey
+from trafka.wire.records import SimpleRecord, build_batch
 
 WAIT_S = 30.0
 FIRST_SEGMENT = "00000000000000000000.log"

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from compat_tests.clients import ClientError, ConfluentClient, client_names
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import decode_response, encode_frame, read_frame
-from wire.messages import MetadataRequest
+from trafka.wire.messages import MetadataRequest
 
 ADMIN_CLIENTS = client_names("admin")
 HUGE = 268_435_456

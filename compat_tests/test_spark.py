@@ -59,7 +59,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from compat_tests.clients import OPERATION_TIMEOUT, ConfluentClient, Message
 from compat_tests.harness import BrokerProcess
-from wire.records import iter_batches
+from trafka.wire.records import iter_batches
 
 SPARK_DIR = Path(__file__).resolve().parent / "spark"
 SPARK_LIB = SPARK_DIR / "lib"

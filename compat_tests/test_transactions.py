@@ -64,7 +64,7 @@ from compat_tests.reference import (
     write_properties,
 )
 from compat_tests.wire_client import WireClient
-from wire.messages import ListOffsetsRequest
+from trafka.wire.messages import ListOffsetsRequest
 
 WORKER = Path(__file__).with_name("txn_worker.py")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     AddPartitionsToTxnRequest,
     CreateTopicsRequest,
     DescribeTransactionsRequest,

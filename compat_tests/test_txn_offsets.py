@@ -21,12 +21,12 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from broker.internal_topics import partition_for
+from trafka.broker.internal_topics import partition_for
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.wire_client import WireClient
-from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     FindCoordinatorRequest,
     InitProducerIdRequest,
     MetadataRequest,
@@ -35,7 +35,7 @@ from wire.messages import (
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
-from wire.records import iter_batches
+from trafka.wire.records import iter_batches
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TIMEOUT = 30.0

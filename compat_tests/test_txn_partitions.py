@@ -19,8 +19,8 @@ import pytest
 from compat_tests.clients import ConfluentClient
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     ApiVersionsRequest,
     CreateTopicsRequest,
     DescribeProducersRequest,
@@ -30,8 +30,8 @@ from wire.messages import (
     ProduceRequest,
     WriteTxnMarkersRequest,
 )
-from wire.protocol import ApiKey
-from wire.records import SimpleRecord, build_batch, iter_batches
+from trafka.wire.protocol import ApiKey
+from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 W = WriteTxnMarkersRequest

@@ -23,8 +23,8 @@ from compat_tests.harness import BrokerProcess
 from compat_tests.test_differential import assert_same, create, on_both, side_by_side
 from compat_tests.test_differential_transactions import until_ready
 from compat_tests.wire_client import WireClient
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
@@ -32,7 +32,7 @@ from wire.messages import (
     ListOffsetsRequest,
     ProduceRequest,
 )
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.records import SimpleRecord, build_batch
 
 SETTINGS = {"num.partitions": 1, "transaction.state.log.num.partitions": 2}
 #: Produce versions where Kafka's answer could change: the oldest served, the last before

@@ -9,9 +9,9 @@ import itertools
 import socket
 import struct
 
-from wire.primitives import Message, Writer
-from wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
-from wire.messages import RESPONSES
+from trafka.wire.primitives import Message, Writer
+from trafka.wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
+from trafka.wire.messages import RESPONSES
 
 _SIZE = struct.Struct(">i")
 

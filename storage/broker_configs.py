@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.checkpoints import atomic_write
+from trafka.storage.checkpoints import atomic_write
 
 BROKER_CONFIGS_FILE = "__trafka_broker_configs.json"
 FORMAT_VERSION = 1

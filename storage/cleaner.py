@@ -68,22 +68,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from storage import files
-from storage.checkpoints import (
+from trafka.storage import files
+from trafka.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     OrderedWrites,
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
-from storage.config import LONG_MAX, LogConfig
-from storage.index import AbortedTxn
-from storage.segment import AppendedBatch, LogSegment
-from wire.compression import Compression, compress, decompress
-from wire.errors import ErrorCode, KafkaError
-from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, RecordBatch, crc32c, encode_varint, read_varint
+from trafka.storage.config import LONG_MAX, LogConfig
+from trafka.storage.index import AbortedTxn
+from trafka.storage.segment import AppendedBatch, LogSegment
+from trafka.wire.compression import Compression, compress, decompress
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, RecordBatch, crc32c, encode_varint, read_varint
 
 if TYPE_CHECKING:
-    from storage.log import Log
+    from trafka.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -913,7 +913,7 @@ def _rebuilt_batch(
 
 class Cleaner:
     """Cleans logs one at a time in the calling thread, with one offset map (for tests and tools; the
-    broker runs the same steps with the swaps on its event loop, see ``broker.log_cleaner``)."""
+    broker runs the same steps with the swaps on its event loop, see ``trafka.broker.log_cleaner``)."""
 
     def __init__(self, config: CleanerConfig | None = None, *, throttler: Throttler | None = None) -> None:
         self.config = config or CleanerConfig()

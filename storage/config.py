@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1

@@ -21,7 +21,7 @@ import bisect
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.checkpoints import atomic_write
+from trafka.storage.checkpoints import atomic_write
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 LEADER_EPOCH_CHECKPOINT_VERSION = 0

@@ -40,19 +40,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage import files
-from storage.checkpoints import atomic_write, fsync_path
-from storage.cleaner import first_keyless_record
-from storage.config import LogConfig
-from storage.index import AbortedTxn, CorruptIndexError
-from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
-from storage.producer_state import CompletedTxn, ProducerStateManager
-from storage.retention import SegmentSummary, expired_segments
-from storage.segment import AppendedBatch, LogSegment, next_offset_in_file
-from storage.topics import topic_id_from_string, topic_id_to_string
-from wire.chunks import FileSlice
-from wire.errors import ErrorCode, KafkaError
-from wire.records import (
+from trafka.storage import files
+from trafka.storage.checkpoints import atomic_write, fsync_path
+from trafka.storage.cleaner import first_keyless_record
+from trafka.storage.config import LogConfig
+from trafka.storage.index import AbortedTxn, CorruptIndexError
+from trafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
+from trafka.storage.producer_state import CompletedTxn, ProducerStateManager
+from trafka.storage.retention import SegmentSummary, expired_segments
+from trafka.storage.segment import AppendedBatch, LogSegment, next_offset_in_file
+from trafka.storage.topics import topic_id_from_string, topic_id_to_string
+from trafka.wire.chunks import FileSlice
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import (
     LOG_OVERHEAD,
     BatchHeader,
     RecordBatch,

@@ -26,7 +26,7 @@ the caller's choosing.
 The logs of deleted partitions and the files of deleted segments are let go of once
 ``file.delete.delay.ms`` has passed (``delete_expired_files``, also run by ``checkpoint``). Reads
 in flight never depend on that delay: a file slice waiting to be sent holds the descriptor it
-reads from, which closes when the slice is gone (see ``storage.open_files``).
+reads from, which closes when the slice is gone (see ``trafka.storage.open_files``).
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage import files
-from storage.checkpoints import (
+from trafka.storage import files
+from trafka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -52,9 +52,9 @@ from storage.checkpoints import (
     read_offsets_checkpoint,
     write_offsets_checkpoints,
 )
-from storage.config import LogConfig
-from storage.log import Log, SegmentFlush, write_partition_metadata
-from storage.topics import new_topic_id, topic_id_to_string
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log, SegmentFlush, write_partition_metadata
+from trafka.storage.topics import new_topic_id, topic_id_to_string
 
 logger = logging.getLogger(__name__)
 

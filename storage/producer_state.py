@@ -56,10 +56,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from storage.checkpoints import atomic_write
-from storage.files import PRODUCER_SNAPSHOT_FILE_SUFFIX, offset_from_file_name, producer_snapshot_file
-from wire.errors import ErrorCode, KafkaError
-from wire.records import (
+from trafka.storage.checkpoints import atomic_write
+from trafka.storage.files import PRODUCER_SNAPSHOT_FILE_SUFFIX, offset_from_file_name, producer_snapshot_file
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import (
     NO_PRODUCER_EPOCH,
     NO_SEQUENCE,
     ControlRecordType,

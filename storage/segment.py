@@ -7,7 +7,7 @@ a ``FileSlice`` of whole batches that the broker sends with ``sendfile``.
 
 Only the segment being written (the active one) keeps a descriptor of its ``.log`` file open; a
 segment that is no longer written to opens one for reading when it is read, from the process-wide
-cache of readers in ``storage.open_files``, which keeps a bounded number of them open. Slices
+cache of readers in ``trafka.storage.open_files``, which keeps a bounded number of them open. Slices
 handed out hold the descriptor they read from, which stays open until they are gone.
 
 Every ``index.interval.bytes`` of appended data, the segment adds an offset index entry for the
@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from storage import files
-from storage.config import LogConfig
-from storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
-from storage.open_files import READERS, LogFile
-from wire.chunks import FileSlice
-from wire.errors import ErrorCode, KafkaError
-from wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, BatchScan, RecordBatch, TimestampType
+from trafka.storage import files
+from trafka.storage.config import LogConfig
+from trafka.storage.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex
+from trafka.storage.open_files import READERS, LogFile
+from trafka.wire.chunks import FileSlice
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, BatchScan, RecordBatch, TimestampType
 
 logger = logging.getLogger(__name__)
 

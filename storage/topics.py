@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.checkpoints import OrderedWrites, atomic_write
-from wire.errors import ErrorCode, KafkaError
+from trafka.storage.checkpoints import OrderedWrites, atomic_write
+from trafka.wire.errors import ErrorCode, KafkaError
 
 TOPIC_CATALOG_FILE = "__trafka_topics.json"
 CATALOG_VERSION = 1

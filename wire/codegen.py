@@ -1,6 +1,6 @@
 """Generates ``wire/messages/`` from Apache Kafka's JSON message specs.
 
-    python -m wire.codegen [SPECS] [--check]
+    python -m trafka.wire.codegen [SPECS] [--check]
 
 The specs are the JSON files Apache Kafka's own client carries: SPECS is a ``kafka-clients`` jar (read
 in place, ``common/message/*.json``) or a folder of those files. It defaults to ``$TRAFKA_KAFKA_SPECS``,
@@ -809,7 +809,7 @@ class ModuleWriter:
             out.append("import uuid")
         if self.formats or self.uses_uuid:
             out.append("")
-        out.append("from wire.primitives import (")
+        out.append("from trafka.wire.primitives import (")
         out.extend(f"    {name}," for name in sorted(self.helpers, key=import_order))
         out.append(")")
         if formats:
@@ -854,15 +854,15 @@ def package_source(apis: list[tuple[str, MessageSpec, MessageSpec]]) -> str:
     ]
     names = []
     for api, request, response in apis:
-        line = f"from wire.messages.{module_name(api)} import {request.name}, {response.name}"
+        line = f"from trafka.wire.messages.{module_name(api)} import {request.name}, {response.name}"
         if len(line) <= 100:
             lines.append(line)
         else:
             module = line.partition(" import ")[0]
             lines += [f"{module} import (", f"    {request.name},", f"    {response.name},", ")"]
         names += [request.name, response.name]
-    lines.append(f"from wire.messages.{DATA_SCHEMAS_MODULE} import {', '.join(DATA_SCHEMAS)}")
-    lines.append("from wire.primitives import Message")
+    lines.append(f"from trafka.wire.messages.{DATA_SCHEMAS_MODULE} import {', '.join(DATA_SCHEMAS)}")
+    lines.append("from trafka.wire.primitives import Message")
     names += DATA_SCHEMAS
     lines += ["", "", "class ApiKey(IntEnum):"]
     for api, request, _ in sorted(apis, key=lambda a: a[1].api_key):
@@ -915,7 +915,7 @@ def specs_from(argument: str | None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wire.codegen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trafka.wire.codegen", description=__doc__.splitlines()[0])
     parser.add_argument("specs", nargs="?", help="a kafka-clients jar, or a folder of Kafka's message spec JSON files")
     parser.add_argument("--check", action="store_true", help="only report whether wire/messages is current")
     args = parser.parse_args(argv)

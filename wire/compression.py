@@ -31,7 +31,7 @@ import zlib
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError
 
 __all__ = [
     "Compression",

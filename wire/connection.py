@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from wire.chunks import Chunk, chunks_size
-from wire.primitives import DecodeError, Message, Writer
-from wire.protocol import (
+from trafka.wire.chunks import Chunk, chunks_size
+from trafka.wire.primitives import DecodeError, Message, Writer
+from trafka.wire.protocol import (
     REQUESTS,
     RESPONSES,
     RequestHeader,

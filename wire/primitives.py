@@ -1,4 +1,4 @@
-"""Runtime support for the generated message classes in ``wire.messages``.
+"""Runtime support for the generated message classes in ``trafka.wire.messages``.
 
 The generated encoders and decoders are straight-line functions, one per (struct, version) layout.
 They inline fixed-width fields as precompiled ``struct.Struct`` packs and call the helpers below for
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any, ClassVar, NamedTuple, TypeVar, Union
 
-from wire.chunks import Chunk, FileSlice, join_chunks
+from trafka.wire.chunks import Chunk, FileSlice, join_chunks
 
 T = TypeVar("T")
 Reader = Callable[[memoryview, int], tuple[T, int]]

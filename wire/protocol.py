@@ -15,8 +15,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from wire.messages import REQUESTS, RESPONSES, ApiKey
-from wire.primitives import (
+from trafka.wire.messages import REQUESTS, RESPONSES, ApiKey
+from trafka.wire.primitives import (
     INT16,
     DecodeError,
     EncodeError,

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Union
 
-from wire.compression import Compression, compress, decompress
-from wire.errors import ErrorCode, KafkaError
+from trafka.wire.compression import Compression, compress, decompress
+from trafka.wire.errors import ErrorCode, KafkaError
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",

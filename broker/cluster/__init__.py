@@ -2,7 +2,7 @@
 topics: their partitions' replicas, configs, and each partition's leader and ISR.
 
 Brokers in separate processes coordinate through Apache ZooKeeper in Kafka's own ZooKeeper-mode layout
-(``broker.cluster.zookeeper``), so that the state can be read with ZooKeeper's tools as Kafka engineers
+(``trafka.broker.cluster.zookeeper``), so that the state can be read with ZooKeeper's tools as Kafka engineers
 know it. A broker without ``zookeeper.connect`` is a cluster of one and needs none of this; until
 replication is served, a broker refuses ``zookeeper.connect`` (broker.config) and this package is the
 coordination layer the replicated cluster is built on.

@@ -24,8 +24,8 @@ import dataclasses
 import random
 from collections.abc import Mapping, Sequence, Set
 
-from broker.cluster import NO_LEADER, RECOVERING, PartitionState, TopicAssignment
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.cluster import NO_LEADER, RECOVERING, PartitionState, TopicAssignment
+from trafka.wire.errors import ErrorCode, KafkaError
 
 
 def assign_replicas(

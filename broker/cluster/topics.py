@@ -18,17 +18,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-from broker.cluster import ClusterChange, CoordinationError, TopicAssignment
-from broker.cluster.controller import assign_replicas, imbalanced_partitions
-from broker.cluster.zookeeper import TopicExistsError, ZooKeeperCluster
-from broker.config import BrokerConfig
-from broker.partition import Partition
-from broker.replication.manager import ReplicaManager
-from broker.topics import Topic, TopicManager, _partitions
-from storage.config import LogConfig
-from storage.manager import LogManager
-from storage.topics import TopicCatalog, TopicRecord, new_topic_id
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.cluster import ClusterChange, CoordinationError, TopicAssignment
+from trafka.broker.cluster.controller import assign_replicas, imbalanced_partitions
+from trafka.broker.cluster.zookeeper import TopicExistsError, ZooKeeperCluster
+from trafka.broker.config import BrokerConfig
+from trafka.broker.partition import Partition
+from trafka.broker.replication.manager import ReplicaManager
+from trafka.broker.topics import Topic, TopicManager, _partitions
+from trafka.storage.config import LogConfig
+from trafka.storage.manager import LogManager
+from trafka.storage.topics import TopicCatalog, TopicRecord, new_topic_id
+from trafka.wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 

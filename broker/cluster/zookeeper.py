@@ -22,7 +22,7 @@ its znode read again: clusters have thousands of partitions.
 The controller keeps the partitions led: when a broker goes it elects new leaders for the partitions it
 led and takes it out of the ISRs, when a broker comes back offline partitions it can lead get it as
 leader, and a new controller does the same for every partition (the decisions are
-``broker.cluster.controller``'s). Each of its writes is a ZooKeeper transaction that also checks the
+``trafka.broker.cluster.controller``'s). Each of its writes is a ZooKeeper transaction that also checks the
 version of ``/controller_epoch`` it saw when elected, so that a controller that has been replaced can no
 longer write; such a controller resigns (it deletes its ``/controller``, if it is still its own) and
 stands for election again. It also deletes the topics marked for deletion.
@@ -59,7 +59,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from broker.cluster import (
+from trafka.broker.cluster import (
     BrokerRegistration,
     ClusterChange,
     CoordinationError,
@@ -69,15 +69,15 @@ from broker.cluster import (
     decode_topic_config,
     encode_topic_config,
 )
-from broker.cluster.controller import (
+from trafka.broker.cluster.controller import (
     initial_partition_state,
     next_partition_state,
     requested_election,
     settle_replicas,
     start_reassignment,
 )
-from broker.topics import check_reassignment_target
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.topics import check_reassignment_target
+from trafka.wire.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

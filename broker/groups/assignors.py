@@ -2,7 +2,7 @@
 
 An assignor maps every member of a group to the partitions it should own, from each member's
 subscribed topics and its current target assignment. It never sees the members' current (reconciling)
-ownership: moving there safely is the coordinator's business (see :func:`broker.groups.consumer.reconcile`).
+ownership: moving there safely is the coordinator's business (see :func:`trafka.broker.groups.consumer.reconcile`).
 
 - ``uniform`` spreads the partitions of all subscribed topics as evenly as the subscriptions allow
   (members subscribed to the same topics end up at most one partition apart) while moving as few
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.groups.consumer import Assignment, TopicMetadata
+from trafka.broker.groups.consumer import Assignment, TopicMetadata
 
 DEFAULT_ASSIGNOR = "uniform"
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.groups.classic import (
+from trafka.broker.groups.classic import (
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
     ClassicGroupMember,
@@ -41,12 +41,12 @@ from broker.groups.classic import (
     Reply,
     SyncResult,
 )
-from broker.groups.consumer import ConsumerGroup
-from broker.groups.state import ClassicGroupState as State
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.groups.consumer import ConsumerGroup
+from trafka.broker.groups.state import ClassicGroupState as State
+from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.groups.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ Members that use the classic protocol: a consumer group can hold members that st
 SyncGroup and Heartbeat (after an online upgrade of a classic group, or when a classic consumer joins
 a consumer group). They carry :class:`ClassicMemberMetadata` (their session timeout and the protocols
 they joined with) and are reconciled like the others, only at their JoinGroup instead of at every
-heartbeat; see :mod:`broker.groups.consumer_protocol`.
+heartbeat; see :mod:`trafka.broker.groups.consumer_protocol`.
 
 The group's state is derived, as in Kafka: ``Empty`` without members, ``Assigning`` while the target
 assignment lags the group epoch, ``Reconciling`` while some member is not at the target yet, and
@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.groups.classic import CONSUMER_PROTOCOL_TYPE, GroupType
-from broker.groups.records import ClassicMemberMetadata
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.groups.classic import CONSUMER_PROTOCOL_TYPE, GroupType
+from trafka.broker.groups.records import ClassicMemberMetadata
+from trafka.wire.errors import ErrorCode, KafkaError
 
 #: A member's partitions: topic id -> partition indexes (never an empty set).
 Assignment = Mapping[uuid.UUID, frozenset[int]]

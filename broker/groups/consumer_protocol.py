@@ -7,8 +7,8 @@ follows Apache Kafka's group coordinator:
 1. The member is created or updated. A change of subscription (or of the subscribed topics'
    partitions) bumps the group epoch.
 2. If the group epoch is ahead of the assignment epoch, the server-side assignor (``uniform`` or
-   ``range``, :mod:`broker.groups.assignors`) computes a new target assignment for every member.
-3. The member is reconciled one step towards its target (:func:`broker.groups.consumer.reconcile`):
+   ``range``, :mod:`trafka.broker.groups.assignors`) computes a new target assignment for every member.
+3. The member is reconciled one step towards its target (:func:`trafka.broker.groups.consumer.reconcile`):
    partitions that moved away are revoked first; new ones are handed over once their previous owner
    has released them. The response carries the member's epoch and, when it changed or the request was
    a full one, its assignment: a joining member gets what is free at once.
@@ -39,7 +39,7 @@ Groups and the classic protocol, as in Kafka's group coordinator:
   become members that use the classic protocol, each keeping its subscription and its partitions (read
   from the embedded ConsumerProtocol metadata and assignment), at member epoch = the generation; then
   the new member joins as any other, which bumps the group epoch and computes a new target assignment
-  (:mod:`broker.groups.migration`). Otherwise the heartbeat gets GROUP_ID_NOT_FOUND.
+  (:mod:`trafka.broker.groups.migration`). Otherwise the heartbeat gets GROUP_ID_NOT_FOUND.
 - **Classic members** of a consumer group keep speaking JoinGroup, SyncGroup, Heartbeat, LeaveGroup
   and OffsetCommit (:meth:`ConsumerGroupProtocol.classic_join` and the methods after it). Their
   generation is their member epoch. Heartbeat answers REBALANCE_IN_PROGRESS when the group epoch moved
@@ -71,9 +71,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.config import ConfigError
-from broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec
-from broker.groups.classic import (
+from trafka.broker.config import ConfigError
+from trafka.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec
+from trafka.broker.groups.classic import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
@@ -81,8 +81,8 @@ from broker.groups.classic import (
     Protocols,
     SyncResult,
 )
-from broker.groups.classic_protocol import MEMBER_ID_REQUIRED_MIN_VERSION
-from broker.groups.consumer import (
+from trafka.broker.groups.classic_protocol import MEMBER_ID_REQUIRED_MIN_VERSION
+from trafka.broker.groups.consumer import (
     EMPTY_ASSIGNMENT,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -97,7 +97,7 @@ from broker.groups.consumer import (
     describe_assignment,
     reconcile,
 )
-from broker.groups.migration import (
+from trafka.broker.groups.migration import (
     MalformedConsumerProtocol,
     MigrationPolicy,
     classic_group_from_consumer,
@@ -106,7 +106,7 @@ from broker.groups.migration import (
     member_assignment_bytes,
     owned_partitions,
 )
-from broker.groups.records import (
+from trafka.broker.groups.records import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -128,11 +128,11 @@ from broker.groups.records import (
     encode_consumer_group_value,
     encode_key,
 )
-from broker.topics import INTERNAL_TOPICS
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.topics import INTERNAL_TOPICS
+from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.groups.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Group state and offsets are kept in memory and made durable in the internal compacted topic
 ``__consumer_offsets``, written through the same log as user data with Kafka's own record schemas (see
-:mod:`broker.groups.records`). A group maps to the partition ``abs(java hashCode(group_id)) % partitions``
+:mod:`trafka.broker.groups.records`). A group maps to the partition ``abs(java hashCode(group_id)) % partitions``
 of that topic, as in Kafka, so all of a group's records are ordered in one partition.
 
 **Coordination follows leadership**, as in Kafka's group coordinator (onElection / onResignation): this
@@ -25,10 +25,10 @@ depends on it waits until the partition's high watermark covers them, within
 ``offsets.commit.timeout.ms`` (see :meth:`GroupCoordinator.await_written`). On a single node the high
 watermark moves with the append, so nothing waits and nothing is recorded.
 
-Groups are typed: the classic protocol's groups (:mod:`broker.groups.classic`) live here side by side
-with consumer-protocol (KIP-848) groups; the offset store (:mod:`broker.groups.offsets`) is shared and
+Groups are typed: the classic protocol's groups (:mod:`trafka.broker.groups.classic`) live here side by side
+with consumer-protocol (KIP-848) groups; the offset store (:mod:`trafka.broker.groups.offsets`) is shared and
 does not care which kind of group committed. A group with members can change type online
-(:mod:`broker.groups.migration`): the records that delete the old type's metadata and create the new
+(:mod:`trafka.broker.groups.migration`): the records that delete the old type's metadata and create the new
 one are written in one batch, so a restart replays the group as it was converted.
 
 Offsets of a group that has been empty for ``offsets.retention.minutes`` expire (checked every
@@ -37,7 +37,7 @@ are written as tombstones, which compaction eventually drops.
 
 **Transactional offset commits** (TxnOffsetCommit; KIP-98, KIP-447): the offsets are written as a
 transactional batch of the producer (its producer id and epoch, sequence 0, appended as a coordinator
-write, as Kafka's coordinator does) and held pending per producer id (:mod:`broker.groups.offsets`).
+write, as Kafka's coordinator does) and held pending per producer id (:mod:`trafka.broker.groups.offsets`).
 When the transaction's COMMIT or ABORT marker has been appended to the group's partition of
 ``__consumer_offsets``, :meth:`GroupCoordinator.complete_transaction` makes them committed or drops
 them; replaying the partition does the same with the transactional batches and markers it reads, and a
@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.groups.classic import ClassicGroup, ClassicGroupMember, GroupType
-from broker.groups.classic_protocol import ClassicGroupProtocol
-from broker.groups.consumer import ConsumerGroup
-from broker.groups.consumer_protocol import ConsumerGroupProtocol
-from broker.groups.offsets import NO_OFFSET, OFFSET_METADATA_MAX_SIZE, OffsetAndMetadata, OffsetStore
-from broker.groups.records import (
+from trafka.broker.groups.classic import ClassicGroup, ClassicGroupMember, GroupType
+from trafka.broker.groups.classic_protocol import ClassicGroupProtocol
+from trafka.broker.groups.consumer import ConsumerGroup
+from trafka.broker.groups.consumer_protocol import ConsumerGroupProtocol
+from trafka.broker.groups.offsets import NO_OFFSET, OFFSET_METADATA_MAX_SIZE, OffsetAndMetadata, OffsetStore
+from trafka.broker.groups.records import (
     MAX_STRING_BYTES,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -75,14 +75,14 @@ from broker.groups.records import (
     encode_key,
     encode_offset_commit_value,
 )
-from broker.groups.state import ClassicGroupState
-from broker.groups.timers import Timers
-from broker.internal_topics import WRITE_ERRORS, partition_for
-from broker.topics import OFFSETS_TOPIC
-from storage.log import AppendInfo, AppendOrigin
-from wire.errors import ErrorCode, KafkaError
-from wire.primitives import DecodeError
-from wire.records import (
+from trafka.broker.groups.state import ClassicGroupState
+from trafka.broker.groups.timers import Timers
+from trafka.broker.internal_topics import WRITE_ERRORS, partition_for
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.storage.log import AppendInfo, AppendOrigin
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.primitives import DecodeError
+from trafka.wire.records import (
     NO_PRODUCER_ID,
     ControlRecordType,
     RecordBatch,
@@ -92,8 +92,8 @@ from wire.records import (
 )
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.partition import Partition
+    from trafka.broker.broker import Broker
+    from trafka.broker.partition import Partition
 
 log = logging.getLogger(__name__)
 

@@ -26,15 +26,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from broker.groups.classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicGroupMember
-from broker.groups.consumer import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
-from broker.groups.records import ClassicMemberMetadata
-from broker.groups.state import ClassicGroupState
-from wire.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from wire.primitives import INT16, DecodeError, EncodeError
+from trafka.broker.groups.classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicGroupMember
+from trafka.broker.groups.consumer import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
+from trafka.broker.groups.records import ClassicMemberMetadata
+from trafka.broker.groups.state import ClassicGroupState
+from trafka.wire.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from trafka.wire.primitives import INT16, DecodeError, EncodeError
 
 if TYPE_CHECKING:
-    from broker.topics import TopicManager
+    from trafka.broker.topics import TopicManager
 
 #: The newest ConsumerProtocol version; newer versions are read with its layout, as Kafka does.
 CONSUMER_PROTOCOL_MAX_VERSION = 3

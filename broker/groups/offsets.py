@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from broker.groups.records import OffsetCommitKey, OffsetCommitValue
+from trafka.broker.groups.records import OffsetCommitKey, OffsetCommitValue
 
 # Kafka's offset.metadata.max.bytes.
 OFFSET_METADATA_MAX_SIZE = 4096

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from wire.primitives import (
+from trafka.wire.primitives import (
     INT8,
     INT16,
     INT32,

@@ -1,7 +1,7 @@
 """Request handlers, one module per API. Importing this package registers all of them."""
-from broker.handlers.registry import REGISTRY, CloseConnection, RequestContext, handles
+from trafka.broker.handlers.registry import REGISTRY, CloseConnection, RequestContext, handles
 
-from broker.handlers import (  # noqa: E402,F401  (imported for their registrations)
+from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their registrations)
     api_versions,
     metadata,
     produce,

@@ -7,10 +7,10 @@ transaction then also commits (or drops) those offsets. Errors as AddPartitionsT
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)

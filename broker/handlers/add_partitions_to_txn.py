@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from broker.handlers.describe_configs import STATIC_BROKER_CONFIGS, ResourceType, resource_type_name
-from broker.handlers.registry import RequestContext, handles
-from broker.topics import validate_topic_name
-from storage.config import BROKER_LOG_PROPERTIES, check_broker_log_property
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import AlterConfigsRequest, AlterConfigsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_configs import STATIC_BROKER_CONFIGS, ResourceType, resource_type_name
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.topics import validate_topic_name
+from trafka.storage.config import BROKER_LOG_PROPERTIES, check_broker_log_property
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import AlterConfigsRequest, AlterConfigsResponse
+from trafka.wire.protocol import ApiKey
 
 ResourceResult = AlterConfigsResponse.AlterConfigsResourceResponse
 

@@ -14,10 +14,10 @@ Version notes: flexible from v0; v1 added ``allow_replication_factor_change``.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse

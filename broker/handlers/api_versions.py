@@ -7,10 +7,10 @@ No features are finalized: this broker has no KRaft metadata versions to negotia
 """
 from __future__ import annotations
 
-from broker.handlers.registry import REGISTRY, RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import ApiVersionsRequest, ApiVersionsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import REGISTRY, RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ApiVersionsRequest, ApiVersionsResponse
+from trafka.wire.protocol import ApiKey
 
 
 def api_versions_response(error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:

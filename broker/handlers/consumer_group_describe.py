@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from broker.groups.consumer import Assignment
+    from trafka.broker.groups.consumer import Assignment
 
 Described = ConsumerGroupDescribeResponse.DescribedGroup
 Member = ConsumerGroupDescribeResponse.Member

@@ -4,7 +4,7 @@ The one request of the consumer group protocol (KIP-848): a member joins (member
 subscription and rebalance timeout), heartbeats (its member epoch, and what changed since its last
 heartbeat: subscription, owned partitions ...), and leaves (epoch -1; -2 for a static member that will
 be back). The response carries the member's epoch, the heartbeat interval and, when it changed, the
-member's assignment. See :mod:`broker.groups.consumer_protocol` for the coordinator's side.
+member's assignment. See :mod:`trafka.broker.groups.consumer_protocol` for the coordinator's side.
 
 Version notes: v0 lets the coordinator generate the member id when the member sends none; from v1
 the client generates it (an empty member id is INVALID_REQUEST) and may subscribe with a regex
@@ -21,11 +21,11 @@ the broker stops or when what the heartbeat wrote is not replicated within offse
 """
 from __future__ import annotations
 
-from broker.handlers.join_group import _host
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.join_group import _host
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from trafka.wire.protocol import ApiKey
 
 TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
 Assignment = ConsumerGroupHeartbeatResponse.Assignment
@@ -43,7 +43,7 @@ async def handle_consumer_group_heartbeat(
     coordinator = ctx.broker.groups
     await coordinator.prepare_to_store()
     protocol = coordinator.consumer
-    from broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
 
     result = protocol.heartbeat(
         HeartbeatRequest(

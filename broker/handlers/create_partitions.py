@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers.create_topics import check_replica_assignment
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.create_topics import check_replica_assignment
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 TOO_MANY_PARTITIONS = "Excessively large number of additional partitions per request."

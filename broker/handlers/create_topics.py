@@ -35,13 +35,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from broker.handlers.describe_configs import broker_layers, creation_config_source, topic_config_values
-from broker.handlers.registry import RequestContext, handles
-from broker.topics import Topic, validate_topic_name
-from storage.config import LogConfig
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import CreateTopicsRequest, CreateTopicsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_configs import broker_layers, creation_config_source, topic_config_values
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.topics import Topic, validate_topic_name
+from trafka.storage.config import LogConfig
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import CreateTopicsRequest, CreateTopicsResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = CreateTopicsResponse.CreatableTopicResult
 ConfigResult = CreateTopicsResponse.CreatableTopicConfigs

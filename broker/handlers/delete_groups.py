@@ -8,10 +8,10 @@ stops, or the tombstones are not replicated within offsets.commit.timeout.ms).
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from trafka.wire.protocol import ApiKey
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 

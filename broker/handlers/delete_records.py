@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import Partition
-from broker.topics import INTERNAL_TOPICS
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DeleteRecordsRequest, DeleteRecordsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.broker.topics import INTERNAL_TOPICS
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from trafka.wire.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = DeleteTopicsResponse.DeletableTopicResult
 

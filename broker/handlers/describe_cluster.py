@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import DescribeClusterRequest, DescribeClusterResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import DescribeClusterRequest, DescribeClusterResponse
+from trafka.wire.protocol import ApiKey
 
 BrokerResult = DescribeClusterResponse.DescribeClusterBroker
 

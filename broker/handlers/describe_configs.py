@@ -43,18 +43,18 @@ from decimal import Decimal
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from broker.config import BrokerConfig
-from broker.handlers.registry import RequestContext, handles
-from broker.log_cleaner import DEFAULT_BACKOFF_MS
-from broker.topics import validate_topic_name
-from storage.cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_IO_BUFFER_LOAD_FACTOR, DEFAULT_IO_BUFFER_SIZE
-from storage.config import BROKER_LOG_PROPERTIES, BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG, LogConfig
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
-from wire.protocol import ApiKey
+from trafka.broker.config import BrokerConfig
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.log_cleaner import DEFAULT_BACKOFF_MS
+from trafka.broker.topics import validate_topic_name
+from trafka.storage.cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_IO_BUFFER_LOAD_FACTOR, DEFAULT_IO_BUFFER_SIZE
+from trafka.storage.config import BROKER_LOG_PROPERTIES, BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG, LogConfig
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 ConfigResult = DescribeConfigsResponse.DescribeConfigsResourceResult

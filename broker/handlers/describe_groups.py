@@ -11,11 +11,11 @@ Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
 """
 from __future__ import annotations
 
-from broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from trafka.wire.protocol import ApiKey
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribeGroupsResponse.DescribedGroupMember
@@ -27,8 +27,8 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coordinator = ctx.broker.groups
-    from broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.groups)
-    from broker.groups.state import ClassicGroupState
+    from trafka.broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.state import ClassicGroupState
 
     operations = (
         operations_bitfield(GROUP_OPERATIONS) if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

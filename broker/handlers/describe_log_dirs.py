@@ -23,11 +23,11 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import Partition
-from wire.errors import ErrorCode
-from wire.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from trafka.wire.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 

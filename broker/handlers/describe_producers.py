@@ -14,12 +14,12 @@ INVALID_TOPIC_EXCEPTION, each with Kafka's message.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import Partition
-from broker.topics import validate_topic_name
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DescribeProducersRequest, DescribeProducersResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.broker.topics import validate_topic_name
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DescribeProducersRequest, DescribeProducersResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = DescribeProducersResponse.TopicResponse
 PartitionResponse = DescribeProducersResponse.PartitionResponse

@@ -19,12 +19,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 
-from broker.handlers.describe_cluster import AclOperation, operations_bitfield
-from broker.handlers.registry import RequestContext, handles
-from broker.topics import INTERNAL_TOPICS, Topic, validate_topic_name
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_cluster import AclOperation, operations_bitfield
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.topics import INTERNAL_TOPICS, Topic, validate_topic_name
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 PartitionResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition

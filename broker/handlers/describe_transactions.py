@@ -7,10 +7,10 @@ unknown one TRANSACTIONAL_ID_NOT_FOUND.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+from trafka.wire.protocol import ApiKey
 
 State = DescribeTransactionsResponse.TransactionState
 

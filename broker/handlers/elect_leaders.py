@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import ElectLeadersRequest, ElectLeadersResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import ElectLeadersRequest, ElectLeadersResponse
+from trafka.wire.protocol import ApiKey
 
 UNCLEAN = 1
 Result = ElectLeadersResponse.ReplicaElectionResult

@@ -9,10 +9,10 @@ belongs to transaction version 2 (KIP-890), which this broker does not offer, so
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import EndTxnRequest, EndTxnResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import EndTxnRequest, EndTxnResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.END_TXN, 0, 4)

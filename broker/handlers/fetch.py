@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import trio
 
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import DataWaiter, Partition
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import FetchRequest, FetchResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import DataWaiter, Partition
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import FetchRequest, FetchResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData

@@ -13,10 +13,10 @@ Share group keys (type 2) get INVALID_REQUEST, as from a Kafka without a share c
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from trafka.wire.protocol import ApiKey
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -12,9 +12,9 @@ released; it then rejoins to get its new assignment.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.messages import HeartbeatRequest, HeartbeatResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.messages import HeartbeatRequest, HeartbeatResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.HEARTBEAT, 0, 4)

@@ -25,12 +25,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
-from broker.handlers.alter_configs import check_broker_configs, check_resource
-from broker.handlers.describe_configs import TOPIC_CONFIG_DEFAULTS, TOPIC_CONFIG_INFO, ConfigType, ResourceType
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.alter_configs import check_broker_configs, check_resource
+from trafka.broker.handlers.describe_configs import TOPIC_CONFIG_DEFAULTS, TOPIC_CONFIG_INFO, ConfigType, ResourceType
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from trafka.wire.protocol import ApiKey
 
 ResourceResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 AlterableConfig = IncrementalAlterConfigsRequest.AlterableConfig

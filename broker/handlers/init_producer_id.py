@@ -14,10 +14,10 @@ INVALID_TRANSACTION_TIMEOUT; a broker that does not coordinate the id answers NO
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import InitProducerIdRequest, InitProducerIdResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import InitProducerIdRequest, InitProducerIdResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)

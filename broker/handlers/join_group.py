@@ -14,17 +14,17 @@ COORDINATOR_LOAD_IN_PROGRESS while that partition loads, COORDINATOR_NOT_AVAILAB
 stops; REBALANCE_IN_PROGRESS when what the join wrote is not replicated within offsets.commit.timeout.ms.
 An empty consumer group (KIP-848) of that id becomes a classic group, keeping its offsets. A JoinGroup
 to a consumer group with members makes the consumer a member that uses the classic protocol inside it
-(see :mod:`broker.groups.consumer_protocol`): it is answered at once, with the member's epoch as the
+(see :mod:`trafka.broker.groups.consumer_protocol`): it is answered at once, with the member's epoch as the
 generation, no leader (the coordinator assigns) and the member's first protocol; a protocol type other
 than ``consumer``, or protocols the group's classic members do not all support, get
 INCONSISTENT_GROUP_PROTOCOL; a full group (group.consumer.max.size) GROUP_MAX_SIZE_REACHED.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import JoinGroupRequest, JoinGroupResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import JoinGroupRequest, JoinGroupResponse
+from trafka.wire.protocol import ApiKey
 
 Member = JoinGroupResponse.JoinGroupResponseMember
 
@@ -38,7 +38,7 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
     coordinator = ctx.broker.groups
     await coordinator.prepare_to_store()
-    from broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.groups)
 
     coordinator.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
     reply = coordinator.classic.join(

@@ -11,10 +11,10 @@ with LeaveGroup (UNKNOWN_MEMBER_ID).
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import LeaveGroupRequest, LeaveGroupResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import LeaveGroupRequest, LeaveGroupResponse
+from trafka.wire.protocol import ApiKey
 
 
 _WRITE_ERRORS = {ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE}

@@ -10,11 +10,11 @@ Version notes: v0 was ListClientMetricsResources and lists client metrics subscr
 """
 from __future__ import annotations
 
-from broker.handlers.describe_configs import ResourceType
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_configs import ResourceType
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
+from trafka.wire.protocol import ApiKey
 
 Listed = ListConfigResourcesResponse.ConfigResource
 

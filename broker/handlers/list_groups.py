@@ -10,9 +10,9 @@ Kafka; COORDINATOR_NOT_AVAILABLE (and no groups) while the broker stops.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.messages import ListGroupsRequest, ListGroupsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.messages import ListGroupsRequest, ListGroupsResponse
+from trafka.wire.protocol import ApiKey
 
 Listed = ListGroupsResponse.ListedGroup
 

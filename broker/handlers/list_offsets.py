@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import Partition
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import ListOffsetsRequest, ListOffsetsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import ListOffsetsRequest, ListOffsetsResponse
+from trafka.wire.protocol import ApiKey
 
 logger = logging.getLogger(__name__)
 

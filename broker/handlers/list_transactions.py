@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 
-from broker.handlers.registry import RequestContext, handles
-from broker.txn.state import TransactionState
-from wire.errors import ErrorCode
-from wire.messages import ListTransactionsRequest, ListTransactionsResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.txn.state import TransactionState
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ListTransactionsRequest, ListTransactionsResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.LIST_TRANSACTIONS, 0, 2)

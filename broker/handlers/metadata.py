@@ -21,13 +21,13 @@ import uuid
 
 import trio
 
-from broker.handlers.describe_topic_partitions import TOPIC_OPERATIONS
-from broker.handlers.registry import RequestContext, handles
-from broker.partition import Partition
-from broker.topics import Topic
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import MetadataRequest, MetadataResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.describe_topic_partitions import TOPIC_OPERATIONS
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.broker.topics import Topic
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import MetadataRequest, MetadataResponse
+from trafka.wire.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 

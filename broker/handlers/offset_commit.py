@@ -31,10 +31,10 @@ adds the leader epoch; v7 group.instance.id; v10 names topics by id (UNKNOWN_TOP
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import OffsetCommitRequest, OffsetCommitResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import OffsetCommitRequest, OffsetCommitResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionResponse = OffsetCommitResponse.OffsetCommitResponsePartition
@@ -47,7 +47,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     broker = ctx.broker
     coordinator = broker.groups
     await coordinator.prepare_to_store()
-    from broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
 
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
     offsets: list[CommitRequestOffset] = []

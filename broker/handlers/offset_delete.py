@@ -8,10 +8,10 @@ with members), INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, 
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import OffsetDeleteRequest, OffsetDeleteResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = OffsetDeleteResponse.OffsetDeleteResponseTopic
 PartitionResponse = OffsetDeleteResponse.OffsetDeleteResponsePartition

@@ -23,10 +23,10 @@ group's ``error_code``, with no topics; an unknown group simply has no offsets.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import OffsetFetchRequest, OffsetFetchResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import OffsetFetchRequest, OffsetFetchResponse
+from trafka.wire.protocol import ApiKey
 
 Response = OffsetFetchResponse
 GroupResponse = OffsetFetchResponse.OffsetFetchResponseGroup

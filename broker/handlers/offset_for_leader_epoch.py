@@ -8,10 +8,10 @@ NOT_LEADER_OR_FOLLOWER.
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset

@@ -33,14 +33,14 @@ import struct
 
 import trio
 
-from broker.handlers.registry import CloseConnection, RequestContext, handles
-from broker.partition import Partition
-from broker.txn import verification
-from storage.producer_state import VerificationGuard
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import ProduceRequest, ProduceResponse
-from wire.protocol import ApiKey
-from wire.records import LOG_OVERHEAD, RecordBatch
+from trafka.broker.handlers.registry import CloseConnection, RequestContext, handles
+from trafka.broker.partition import Partition
+from trafka.broker.txn import verification
+from trafka.storage.producer_state import VerificationGuard
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import ProduceRequest, ProduceResponse
+from trafka.wire.protocol import ApiKey
+from trafka.wire.records import LOG_OVERHEAD, RecordBatch
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wire.protocol import ApiKey
+from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
-    from wire.connection import RequestHeader
+    from trafka.broker.broker import Broker
+    from trafka.wire.connection import RequestHeader
 
 
 @dataclass(slots=True)

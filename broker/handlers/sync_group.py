@@ -17,11 +17,11 @@ group moved on since its JoinGroup, ILLEGAL_GENERATION when its generation is no
 """
 from __future__ import annotations
 
-from broker.handlers.join_group import _GROUP_WRITE_ERRORS
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode
-from wire.messages import SyncGroupRequest, SyncGroupResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.join_group import _GROUP_WRITE_ERRORS
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import SyncGroupRequest, SyncGroupResponse
+from trafka.wire.protocol import ApiKey
 
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)

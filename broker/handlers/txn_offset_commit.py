@@ -30,10 +30,10 @@ coordinator's business, not checked by the group coordinator).
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from trafka.wire.protocol import ApiKey
 
 TopicResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
@@ -87,7 +87,7 @@ async def _commit(
     """Commit the partitions of known topics: an error for all of them, or each one's."""
     coordinator = ctx.broker.groups
     await coordinator.prepare_to_store()
-    from broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
 
     offsets = [
         CommitRequestOffset(name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)

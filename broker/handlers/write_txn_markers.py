@@ -17,11 +17,11 @@ TransactionVersion (KIP-1228): with 2, a marker's producer epoch must be newer t
 """
 from __future__ import annotations
 
-from broker.handlers.registry import RequestContext, handles
-from broker.txn.markers import TxnMarker, write_markers
-from wire.errors import ErrorCode
-from wire.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from wire.protocol import ApiKey
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.txn.markers import TxnMarker, write_markers
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from trafka.wire.protocol import ApiKey
 
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult

@@ -59,13 +59,13 @@ from typing import Protocol
 
 import trio
 
-from broker.replication.peer import PeerConnection, PeerError
-from storage.leader_epoch import UNDEFINED_EPOCH
-from storage.log import Log
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from wire.protocol import ApiKey
-from wire.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from trafka.broker.replication.peer import PeerConnection, PeerError
+from trafka.storage.leader_epoch import UNDEFINED_EPOCH
+from trafka.storage.log import Log
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from trafka.wire.protocol import ApiKey
+from trafka.wire.records import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = [
     "FetchState",

@@ -2,7 +2,7 @@
 follows and from whom, and the in-sync replica sets of those it leads.
 
 The cluster's coordination decides each partition's leader, leader epoch and ISR
-(``broker.cluster``); :meth:`ReplicaManager.apply_state` makes this broker act on it. A partition
+(``trafka.broker.cluster``); :meth:`ReplicaManager.apply_state` makes this broker act on it. A partition
 this broker leads is served to producers and consumers; one it follows is fetched from its leader by
 one :class:`~broker.replication.fetcher.ReplicaFetcher` per leader broker, each a task of its own.
 
@@ -23,10 +23,10 @@ from typing import Protocol
 
 import trio
 
-from broker.cluster import BrokerRegistration, PartitionState
-from broker.config import BrokerConfig
-from broker.partition import NO_LEADER, Partition
-from broker.replication.fetcher import ReplicaFetcher
+from trafka.broker.cluster import BrokerRegistration, PartitionState
+from trafka.broker.config import BrokerConfig
+from trafka.broker.partition import NO_LEADER, Partition
+from trafka.broker.replication.fetcher import ReplicaFetcher
 
 log = logging.getLogger(__name__)
 

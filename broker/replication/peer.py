@@ -20,9 +20,9 @@ import struct
 
 import trio
 
-from wire.messages import ApiVersionsRequest, ApiVersionsResponse
-from wire.primitives import DecodeError, EncodeError, Message, Writer
-from wire.protocol import (
+from trafka.wire.messages import ApiVersionsRequest, ApiVersionsResponse
+from trafka.wire.primitives import DecodeError, EncodeError, Message, Writer
+from trafka.wire.protocol import (
     RESPONSES,
     ApiKey,
     RequestHeader,
@@ -30,7 +30,7 @@ from wire.protocol import (
     encode_request_header,
     response_header_version,
 )
-from wire.errors import ErrorCode
+from trafka.wire.errors import ErrorCode
 
 __all__ = ["PeerConnection", "PeerError", "API_VERSIONS_VERSION", "DEFAULT_MAX_FRAME_BYTES"]
 

@@ -1,7 +1,7 @@
 """Fixtures for broker tests: a real broker served in-process on a free port, and a minimal Kafka
 client that speaks to it over a real TCP socket with the wire codec.
 
-``broker`` starts :func:`broker.server.serve` in the test's nursery with ``tmp_path`` as its data
+``broker`` starts :func:`trafka.broker.server.serve` in the test's nursery with ``tmp_path`` as its data
 directory and yields a :class:`RunningBroker`; ``await running.client()`` opens a connection, and
 ``await client.request(message, version)`` sends one request and returns the decoded response.
 ``broker_factory(**properties)`` starts one with Kafka property overrides.
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from broker.config import BrokerConfig
-from broker.server import Server
-from wire.primitives import Message, Writer
-from wire.protocol import (
+from trafka.broker.config import BrokerConfig
+from trafka.broker.server import Server
+from trafka.wire.primitives import Message, Writer
+from trafka.wire.protocol import (
     RESPONSES,
     RequestHeader,
     decode_response_header,
@@ -30,7 +30,7 @@ from wire.protocol import (
 )
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 _SIZE = struct.Struct(">i")
 

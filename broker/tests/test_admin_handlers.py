@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from broker.tests.conftest import KafkaClient, RunningBroker, start_broker
-from storage.config import TOPIC_CONFIGS
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.tests.conftest import KafkaClient, RunningBroker, start_broker
+from trafka.storage.config import TOPIC_CONFIGS
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     AlterConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -24,7 +24,7 @@ from wire.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from wire.records import build_batch
+from trafka.wire.records import build_batch
 
 ZERO_UUID = uuid.UUID(int=0)
 TOPIC = 2

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker.cluster import (
+from trafka.broker.cluster import (
     NO_LEADER,
     RECOVERED,
     RECOVERING,
@@ -22,8 +22,8 @@ from broker.cluster import (
     encode_topic_config,
     encode_uuid,
 )
-from broker.cluster.controller import initial_partition_state, next_partition_state
-from broker.cluster.zookeeper import ZooKeeperCluster, classify
+from trafka.broker.cluster.controller import initial_partition_state, next_partition_state
+from trafka.broker.cluster.zookeeper import ZooKeeperCluster, classify
 
 # Written by Apache Kafka 3.9 in ZooKeeper mode for a topic created with CreateTopics (two partitions on
 # broker 1, two configs); the topic id it answered was a0e02a73-d494-480f-be54-b59d902c4ee2.

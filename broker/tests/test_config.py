@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties, properties_not_acted_on
-from storage.config import LogConfig
+from trafka.broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties, properties_not_acted_on
+from trafka.storage.config import LogConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"^trafka ready: bootstrap=(\S+):(\d+) node_id=(\d+) data_dir=(.*)$")
@@ -159,7 +159,7 @@ def test_trafka_reads_server_properties_and_stops_cleanly_on_sigterm(tmp_path: P
         f"node.id=5\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data_dir}\nnum.partitions=3\n"
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--config", str(properties)],
+        [sys.executable, "-m", "trafka", "--config", str(properties)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -185,7 +185,7 @@ def test_trafka_reads_server_properties_and_stops_cleanly_on_sigterm(tmp_path: P
 
 def test_trafka_refuses_a_bad_property_with_a_clear_message(tmp_path: Path):
     result = subprocess.run(
-        [sys.executable, "-m", "broker", "--data-dir", str(tmp_path), "--override", "num.partitions=zero"],
+        [sys.executable, "-m", "trafka", "--data-dir", str(tmp_path), "--override", "num.partitions=zero"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -197,7 +197,7 @@ def test_trafka_refuses_a_bad_property_with_a_clear_message(tmp_path: Path):
 
 def test_ephemeral_data_dir_is_removed_at_exit_after_sigint():
     process = subprocess.Popen(
-        [sys.executable, "-m", "broker", "--port", "0", "--ephemeral"],
+        [sys.executable, "-m", "trafka", "--port", "0", "--ephemeral"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -219,7 +219,7 @@ def test_ephemeral_data_dir_is_removed_at_exit_after_sigint():
 
 def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: Path):
     bad_default = subprocess.run(
-        [sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(tmp_path / "a"),
+        [sys.executable, "-m", "trafka", "--port", "0", "--data-dir", str(tmp_path / "a"),
          "--override", "log.segment.bytes=huge"],
         cwd=ROOT, capture_output=True, text=True, timeout=30,
     )
@@ -233,7 +233,7 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
         busy.listen()
         port = busy.getsockname()[1]
         in_use = subprocess.run(
-            [sys.executable, "-m", "broker", "--port", str(port), "--data-dir", str(tmp_path / "b")],
+            [sys.executable, "-m", "trafka", "--port", str(port), "--data-dir", str(tmp_path / "b")],
             cwd=ROOT, capture_output=True, text=True, timeout=30,
         )
     assert in_use.returncode == 1
@@ -254,7 +254,7 @@ def test_a_bad_broker_level_setting_or_a_busy_port_is_one_clear_line(tmp_path: P
 )
 def test_trafka_refuses_to_start_with_one_line_for_what_it_cannot_serve(tmp_path: Path, arguments, message):
     result = subprocess.run(
-        [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "data"), *arguments],
+        [sys.executable, "-m", "trafka", "--data-dir", str(tmp_path / "data"), *arguments],
         cwd=ROOT, capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2, result
@@ -265,12 +265,12 @@ def test_trafka_refuses_to_start_with_one_line_for_what_it_cannot_serve(tmp_path
 
 def test_a_second_broker_on_a_data_directory_in_use_says_so_in_one_line(tmp_path: Path):
     data_dir = tmp_path / "data"
-    first = subprocess.Popen([sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(data_dir),
+    first = subprocess.Popen([sys.executable, "-m", "trafka", "--port", "0", "--data-dir", str(data_dir),
                               "--log-level", "warning"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:
         assert READY.match(first.stdout.readline().strip())
-        second = subprocess.run([sys.executable, "-m", "broker", "--port", "0", "--data-dir", str(data_dir)],
+        second = subprocess.run([sys.executable, "-m", "trafka", "--port", "0", "--data-dir", str(data_dir)],
                                 cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert second.returncode == 1, second
         assert second.stderr == f"trafka: data directory {data_dir} is in use by another broker (cannot lock .lock)\n"
@@ -280,7 +280,7 @@ def test_a_second_broker_on_a_data_directory_in_use_says_so_in_one_line(tmp_path
 
 
 def test_version():
-    result = subprocess.run([sys.executable, "-m", "broker", "--version"], cwd=ROOT, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "trafka", "--version"], cwd=ROOT, capture_output=True, text=True,
                             timeout=30)
     assert result.returncode == 0 and re.fullmatch(r"trafka \S+\n", result.stdout), result
 

@@ -10,9 +10,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups.assignors import MemberSpec, RangeAssignor, UniformAssignor
-from broker.groups.consumer import ConsumerGroupMember, MemberState, TopicMetadata, compile_topic_regex, reconcile
-from broker.groups.records import (
+from trafka.broker.groups.assignors import MemberSpec, RangeAssignor, UniformAssignor
+from trafka.broker.groups.consumer import ConsumerGroupMember, MemberState, TopicMetadata, compile_topic_regex, reconcile
+from trafka.broker.groups.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -31,10 +31,10 @@ from broker.groups.records import (
     encode_consumer_group_key,
     encode_consumer_group_value,
 )
-from broker.tests.conftest import start_broker
-from broker.tests.test_groups import commit, fetch, join, wait_for
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import (
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.tests.test_groups import commit, fetch, join, wait_for
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest,

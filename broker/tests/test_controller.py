@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from broker.cluster.controller import _rack_alternated, assign_replicas, elect_leader
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.cluster.controller import _rack_alternated, assign_replicas, elect_leader
+from trafka.wire.errors import ErrorCode, KafkaError
 
 
 def test_rack_unaware_placement_spreads_leaders_and_followers():

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker import descriptors
-from broker.descriptors import BROKER_DESCRIPTORS, RESERVE, DescriptorBudget
-from broker.tests.conftest import start_broker
-from broker.topics import OFFSETS_TOPIC
-from broker.tests.test_produce_fetch import create_topic, fetch, produce, values
-from storage import open_files
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import CreatePartitionsRequest, CreateTopicsRequest, MetadataRequest
-from wire.records import SimpleRecord, build_batch
+from trafka.broker import descriptors
+from trafka.broker.descriptors import BROKER_DESCRIPTORS, RESERVE, DescriptorBudget
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.broker.tests.test_produce_fetch import create_topic, fetch, produce, values
+from trafka.storage import open_files
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import CreatePartitionsRequest, CreateTopicsRequest, MetadataRequest
+from trafka.wire.records import SimpleRecord, build_batch
 
 
 def test_budget_leaves_the_reserve_and_names_the_limit():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from broker.faults import RuleError
-from broker.tests.conftest import KafkaClient, RunningBroker
-from broker.tests.test_produce_fetch import create_topic, fetch_request, values
-from wire.errors import ErrorCode
-from wire.messages import FindCoordinatorRequest, HeartbeatRequest, MetadataRequest, ProduceRequest
-from wire.records import SimpleRecord, build_batch
+from trafka.broker.faults import RuleError
+from trafka.broker.tests.conftest import KafkaClient, RunningBroker
+from trafka.broker.tests.test_produce_fetch import create_topic, fetch_request, values
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import FindCoordinatorRequest, HeartbeatRequest, MetadataRequest, ProduceRequest
+from trafka.wire.records import SimpleRecord, build_batch
 
 
 def produce_both(topic: str) -> ProduceRequest:

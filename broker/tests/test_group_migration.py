@@ -10,21 +10,21 @@ import struct
 import pytest
 import trio
 
-from broker.groups.migration import decode_assignment, encode_assignment
-from broker.groups.records import (
+from trafka.broker.groups.migration import decode_assignment, encode_assignment
+from trafka.broker.groups.records import (
     ClassicMemberMetadata,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
     decode_consumer_group_value,
     encode_consumer_group_value,
 )
-from broker.tests.conftest import start_broker
-from broker.tests.test_consumer_groups import FEW_OFFSETS_PARTITIONS, create_topic, partitions_of
-from broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
-from broker.tests.test_groups import commit, join, join_request, sync, wait_for
-from broker.tests.test_groups import heartbeat as classic_heartbeat
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.tests.test_consumer_groups import FEW_OFFSETS_PARTITIONS, create_topic, partitions_of
+from trafka.broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
+from trafka.broker.tests.test_groups import commit, join, join_request, sync, wait_for
+from trafka.broker.tests.test_groups import heartbeat as classic_heartbeat
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerProtocolSubscription,
     DescribeConfigsRequest,
@@ -349,7 +349,7 @@ async def test_with_migration_disabled_groups_with_members_keep_their_protocol(b
 
 
 def test_the_migration_policy_is_checked_at_start_up():
-    from broker.config import BrokerConfig, ConfigError
+    from trafka.broker.config import BrokerConfig, ConfigError
 
     assert BrokerConfig.from_properties({}).group_consumer_migration_policy == "bidirectional"
     upgrade_only = BrokerConfig.from_properties({"group.consumer.migration.policy": "UPGRADE"})

@@ -5,8 +5,8 @@ import itertools
 
 import pytest
 
-from broker.groups.classic import ClassicGroup
-from broker.groups.state import (
+from trafka.broker.groups.classic import ClassicGroup
+from trafka.broker.groups.state import (
     TRANSITIONS,
     ClassicGroupState,
     IllegalStateTransition,

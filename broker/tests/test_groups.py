@@ -10,8 +10,8 @@ import struct
 import pytest
 import trio
 
-from broker.internal_topics import java_string_hash, partition_for
-from broker.groups.records import (
+from trafka.broker.internal_topics import java_string_hash, partition_for
+from trafka.broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -24,10 +24,10 @@ from broker.groups.records import (
     encode_key,
     encode_offset_commit_value,
 )
-from broker.tests.conftest import start_broker
-from broker.topics import OFFSETS_TOPIC
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,

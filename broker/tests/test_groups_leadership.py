@@ -13,12 +13,12 @@ import logging
 
 import trio
 
-from broker.groups.coordinator import GroupCoordinator
-from broker.partition import NO_LEADER
-from broker.tests.test_groups import commit, create_topics, fetch, heartbeat, join, sync, wait_for
-from broker.topics import OFFSETS_TOPIC
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.groups.coordinator import GroupCoordinator
+from trafka.broker.partition import NO_LEADER
+from trafka.broker.tests.test_groups import commit, create_topics, fetch, heartbeat, join, sync, wait_for
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
@@ -189,7 +189,7 @@ async def test_resignation_while_loading_cancels_the_load(broker):
 
 
 async def test_a_new_coordinator_loads_the_partitions_led_here(tmp_path, nursery):
-    from broker.tests.conftest import start_broker
+    from trafka.broker.tests.conftest import start_broker
 
     first = await start_broker(nursery, tmp_path / "data")
     client = await first.client()
@@ -223,7 +223,7 @@ async def test_find_coordinator_names_the_leader_of_the_groups_partition(broker,
 async def test_find_coordinator_when_the_offsets_topic_cannot_be_created(broker_factory, caplog):
     broker = await broker_factory(**{"offsets.topic.replication.factor": "3"})
     client = await broker.client()
-    with caplog.at_level(logging.ERROR, logger="broker.groups.coordinator"):
+    with caplog.at_level(logging.ERROR, logger="trafka.broker.groups.coordinator"):
         for _ in range(3):
             response = await client.request(FindCoordinatorRequest(key="g", key_type=0), 3)
             assert (response.error_code, response.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)

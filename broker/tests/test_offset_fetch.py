@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from broker.tests.test_consumer_groups import FEW_OFFSETS_PARTITIONS, create_topic
-from broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
-from broker.tests.test_groups import commit, join, sync
-from wire.errors import ErrorCode
-from wire.messages import OffsetCommitRequest, OffsetFetchRequest
+from trafka.broker.tests.test_consumer_groups import FEW_OFFSETS_PARTITIONS, create_topic
+from trafka.broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
+from trafka.broker.tests.test_groups import commit, join, sync
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import OffsetCommitRequest, OffsetFetchRequest
 
 TOPIC = "of-topic"
 Group = OffsetFetchRequest.OffsetFetchRequestGroup

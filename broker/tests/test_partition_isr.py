@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from broker.partition import Partition
-from storage.config import LogConfig
-from storage.log import Log
-from wire.records import SimpleRecord, build_batch
+from trafka.broker.partition import Partition
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.wire.records import SimpleRecord, build_batch
 
 MAX_LAG_MS = 4_000
 

@@ -6,10 +6,10 @@ import struct
 
 import trio
 
-from broker.connection import SENDFILE_MIN
-from broker.tests.conftest import KafkaClient, RunningBroker
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.connection import SENDFILE_MIN
+from trafka.broker.tests.conftest import KafkaClient, RunningBroker
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     CreateTopicsRequest,
@@ -19,9 +19,9 @@ from wire.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from wire.primitives import Writer
-from wire.protocol import ApiKey, RequestHeader, encode_request_header
-from wire.records import Compression, RecordBatch, SimpleRecord, build_batch, iter_batches
+from trafka.wire.primitives import Writer
+from trafka.wire.protocol import ApiKey, RequestHeader, encode_request_header
+from trafka.wire.records import Compression, RecordBatch, SimpleRecord, build_batch, iter_batches
 
 FETCH_VERSION = 12
 PRODUCE_VERSION = 9

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.replication.fetcher import (
+from trafka.broker.replication.fetcher import (
     FetchState,
     FollowedPartition,
     Outcome,
@@ -24,13 +24,13 @@ from broker.replication.fetcher import (
     truncate_to_leader_end_offset,
     whole_batches_size,
 )
-from broker.replication.peer import PeerConnection, PeerError
-from broker.tests.conftest import KafkaClient, RunningBroker
-from broker.tests.test_produce_fetch import create_topic, produce
-from storage.config import LogConfig
-from storage.log import Log
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.replication.peer import PeerConnection, PeerError
+from trafka.broker.tests.conftest import KafkaClient, RunningBroker
+from trafka.broker.tests.test_produce_fetch import create_topic, produce
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     REQUESTS,
     ApiVersionsResponse,
     DeleteRecordsRequest,
@@ -39,9 +39,9 @@ from wire.messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
-from wire.primitives import Message, Writer
-from wire.protocol import ApiKey, decode_request_header, encode_response_header, response_header_version
-from wire.records import Compression, SimpleRecord, build_batch
+from trafka.wire.primitives import Message, Writer
+from trafka.wire.protocol import ApiKey, decode_request_header, encode_response_header, response_header_version
+from trafka.wire.records import Compression, SimpleRecord, build_batch
 
 PartitionData = FetchResponse.PartitionData
 TOPIC_ID = uuid.UUID("6c3e1f0a-8d1e-4b8e-9f5a-0d6f1c2b3a49")
@@ -641,7 +641,7 @@ async def test_a_lost_connection_is_retried_and_logged_once(leader: ScriptedLead
     fetcher.add_partition(replica)
     nursery.start_soon(fetcher.run)
     await wait_until(lambda: replica.log.log_end_offset >= 2)
-    caplog.set_level(logging.DEBUG, logger="broker.replication.fetcher")
+    caplog.set_level(logging.DEBUG, logger="trafka.broker.replication.fetcher")
     await leader.drop()
     await wait_until(lambda: fetcher.connect_count >= 2)
     at = replica.log.log_end_offset
@@ -657,7 +657,7 @@ async def test_an_unreachable_leader_is_logged_once_per_outage(tmp_path: Path, n
         port = sock.getsockname()[1]
     fetcher = ReplicaFetcher(7, 1, ("127.0.0.1", port), backoff_ms=10)
     fetcher.add_partition(followed(tmp_path, 0))
-    caplog.set_level(logging.WARNING, logger="broker.replication.fetcher")
+    caplog.set_level(logging.WARNING, logger="trafka.broker.replication.fetcher")
     with trio.move_on_after(0.3):
         await fetcher.run()
     assert fetcher.connect_count == 0

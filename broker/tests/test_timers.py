@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.groups.timers import Timers
+from trafka.broker.groups.timers import Timers
 
 
 async def _running(nursery: trio.Nursery) -> Timers:

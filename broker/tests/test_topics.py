@@ -6,12 +6,12 @@ from pathlib import Path
 
 import trio
 
-from broker.tests.conftest import start_broker
-from broker.tests.test_produce_fetch import create_topic, fetch, produce, values
-from storage.topics import TopicCatalog
-from wire.errors import ErrorCode
-from wire.messages import CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest
-from wire.records import SimpleRecord, build_batch
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.tests.test_produce_fetch import create_topic, fetch, produce, values
+from trafka.storage.topics import TopicCatalog
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest
+from trafka.wire.records import SimpleRecord, build_batch
 
 
 async def test_logs_of_a_topic_missing_from_the_catalog_are_deleted_at_start(nursery: trio.Nursery, tmp_path: Path):

@@ -13,23 +13,23 @@ import pytest
 import trio
 import trio.testing
 
-from broker.handlers import describe_producers, write_txn_markers  # noqa: F401  (registers the handlers)
-from broker.partition import DataWaiter, Partition
-from broker.tests.conftest import KafkaClient, RunningBroker
-from broker.tests.test_produce_fetch import create_topic, produce
-from broker.topics import OFFSETS_TOPIC
-from broker.txn.markers import TxnMarker, write_markers
-from storage.config import LogConfig
-from storage.log import Log
-from wire.errors import ErrorCode, KafkaError
-from wire.messages import (
+from trafka.broker.handlers import describe_producers, write_txn_markers  # noqa: F401  (registers the handlers)
+from trafka.broker.partition import DataWaiter, Partition
+from trafka.broker.tests.conftest import KafkaClient, RunningBroker
+from trafka.broker.tests.test_produce_fetch import create_topic, produce
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.broker.txn.markers import TxnMarker, write_markers
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import (
     DescribeProducersRequest,
     FetchRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
     WriteTxnMarkersRequest,
 )
-from wire.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch, iter_batches
+from trafka.wire.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch, iter_batches
 
 PID, EPOCH = 4000, 3
 

@@ -10,22 +10,22 @@ from __future__ import annotations
 import pytest
 import trio
 
-import broker.groups.coordinator as coordinator_module
-from broker.groups.offsets import OffsetAndMetadata, OffsetStore
-from broker.groups.records import OffsetCommitKey, decode_key, decode_offset_commit_value
-from broker.tests.conftest import start_broker
-from broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
-from broker.tests.test_groups import commit, create_topics, join, sync, wait_for
-from broker.topics import OFFSETS_TOPIC
-from wire.errors import ErrorCode
-from wire.messages import (
+import trafka.broker.groups.coordinator as coordinator_module
+from trafka.broker.groups.offsets import OffsetAndMetadata, OffsetStore
+from trafka.broker.groups.records import OffsetCommitKey, decode_key, decode_offset_commit_value
+from trafka.broker.tests.conftest import start_broker
+from trafka.broker.tests.test_consumer_groups import heartbeat as consumer_heartbeat
+from trafka.broker.tests.test_groups import commit, create_topics, join, sync, wait_for
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
     TxnOffsetCommitRequest,
 )
-from wire.records import iter_batches
+from trafka.wire.records import iter_batches
 
 TOPIC = "txn-t"
 PID, EPOCH = 4000, 0

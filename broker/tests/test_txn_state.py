@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.internal_topics import partition_for
-from broker.txn.records import decode_key, decode_value, encode_key, encode_value
-from broker.txn.state import VALID_PREVIOUS, IllegalTransition, TransactionMetadata, TransactionState
+from trafka.broker.internal_topics import partition_for
+from trafka.broker.txn.records import decode_key, decode_value, encode_key, encode_value
+from trafka.broker.txn.state import VALID_PREVIOUS, IllegalTransition, TransactionMetadata, TransactionState
 
 S = TransactionState
 

@@ -8,13 +8,13 @@ import uuid
 import pytest
 import trio
 
-from broker.config import BrokerConfig
-from broker.tests.test_produce_fetch import create_topic
-from broker.txn import verification
-from broker.txn.channel import PeerChannel
-from storage.producer_state import ProducerStateManager
-from wire.errors import ErrorCode
-from wire.messages import (
+from trafka.broker.config import BrokerConfig
+from trafka.broker.tests.test_produce_fetch import create_topic
+from trafka.broker.txn import verification
+from trafka.broker.txn.channel import PeerChannel
+from trafka.storage.producer_state import ProducerStateManager
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
     EndTxnRequest,
@@ -22,7 +22,7 @@ from wire.messages import (
     InitProducerIdRequest,
     ProduceRequest,
 )
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.records import SimpleRecord, build_batch
 
 TOPIC = "verified"
 NOT_READY = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
@@ -198,7 +198,7 @@ def test_the_guard_falls_with_any_transactional_append_of_its_producer(tmp_path)
     assert state.start_verification(5) is guard and state.verified(5, guard)
     assert not state.verified(6, guard)
     batch = bytearray(txn_batch(5, 0))
-    from wire.records import RecordBatch
+    from trafka.wire.records import RecordBatch
     state.begin_append()
     state.record(RecordBatch(batch), 0, 0)
     state.commit_append()
@@ -232,7 +232,7 @@ def test_the_property_is_parsed_and_described():
     assert BrokerConfig.from_properties({}).transaction_partition_verification_enable is True
     config = BrokerConfig.from_properties({"transaction.partition.verification.enable": "false"})
     assert config.transaction_partition_verification_enable is False
-    from broker.handlers import describe_configs
+    from trafka.broker.handlers import describe_configs
     assert describe_configs._BROKER_FIELDS["transaction.partition.verification.enable"][0] == \
         "transaction_partition_verification_enable"
 

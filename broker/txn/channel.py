@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
-from broker.replication.peer import PeerConnection, PeerError
-from broker.txn.markers import TxnMarker
-from wire.errors import ErrorCode
-from wire.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
-from wire.protocol import ApiKey
+from trafka.broker.replication.peer import PeerConnection, PeerError
+from trafka.broker.txn.markers import TxnMarker
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
+from trafka.wire.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 

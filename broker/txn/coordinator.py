@@ -11,7 +11,7 @@ A transaction: InitProducerId gives the id its producer id and a new epoch (fenc
 with the same id, and aborting its open transaction); AddPartitionsToTxn and AddOffsetsToTxn make it
 ``Ongoing`` with those partitions; EndTxn writes ``PrepareCommit`` or ``PrepareAbort`` and answers, then
 the coordinator writes the COMMIT or ABORT marker to every partition of the transaction (through
-``broker.txn.markers`` where this broker leads the partition, with WriteTxnMarkers to its leader
+``trafka.broker.txn.markers`` where this broker leads the partition, with WriteTxnMarkers to its leader
 otherwise) and finally ``CompleteCommit`` or ``CompleteAbort``. Requests that find a change of the id
 being written get CONCURRENT_TRANSACTIONS (retriable), as in Kafka.
 
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.internal_topics import WRITE_ERRORS, partition_for
-from broker.partition import Partition
-from broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from broker.txn.markers import TxnMarker, write_markers
-from broker.txn.records import decode_key, decode_value, encode_key, encode_value
-from broker.txn.state import (
+from trafka.broker.internal_topics import WRITE_ERRORS, partition_for
+from trafka.broker.partition import Partition
+from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from trafka.broker.txn.markers import TxnMarker, write_markers
+from trafka.broker.txn.records import decode_key, decode_value, encode_key, encode_value
+from trafka.broker.txn.state import (
     COMPLETED,
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -42,12 +42,12 @@ from broker.txn.state import (
     TransactionMetadata,
     TransactionState,
 )
-from wire.errors import ErrorCode, KafkaError
-from wire.primitives import DecodeError
-from wire.records import build_batch
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.primitives import DecodeError
+from trafka.wire.records import build_batch
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 

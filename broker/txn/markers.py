@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
-from broker.partition import Partition
-from broker.topics import OFFSETS_TOPIC
-from wire.errors import ErrorCode, KafkaError
+from trafka.broker.partition import Partition
+from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from broker.txn.state import NO_PRODUCER_ID, TransactionMetadata, TransactionState
-from wire.primitives import (
+from trafka.broker.txn.state import NO_PRODUCER_ID, TransactionMetadata, TransactionState
+from trafka.wire.primitives import (
     INT8,
     INT16,
     INT32,

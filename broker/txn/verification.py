@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from wire.errors import ErrorCode
+from trafka.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from trafka.broker.broker import Broker
 
 #: A coordinator that cannot answer now: the producer retries (Kafka's choice of error).
 RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,

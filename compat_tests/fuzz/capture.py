@@ -720,7 +720,7 @@ def select(frames: list[GoldenFrame]) -> list[GoldenFrame]:
 
 def missing_apis(frames: list[GoldenFrame]) -> list[str]:
     """Served APIs (at any version) that no frame of the corpus exercises."""
-    from broker.handlers import REGISTRY
+    from trafka.broker.handlers import REGISTRY
 
     sent = {f.api_key for f in frames}
     return [h.api_key.name for h in REGISTRY if h.api_key not in sent]

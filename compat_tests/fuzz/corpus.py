@@ -25,7 +25,7 @@ class GoldenFrame:
 
     @property
     def name(self) -> str:
-        from wire.protocol import api_key_of
+        from trafka.wire.protocol import api_key_of
 
         key = api_key_of(self.api_key)
         return f"{key.name if key is not None else self.api_key} v{self.api_version} from {self.client}"

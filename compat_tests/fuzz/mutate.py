@@ -40,7 +40,7 @@ MAX_FRAME_SIZE = 104857600  # the broker's default socket.request.max.bytes
 @functools.lru_cache(maxsize=1)
 def served_versions() -> dict[int, tuple[int, int]]:
     """The api keys trafka serves and their version ranges, from the handler registry."""
-    from broker.handlers import REGISTRY
+    from trafka.broker.handlers import REGISTRY
 
     return dict(sorted(REGISTRY.served_versions().items()))
 

@@ -197,7 +197,7 @@ def serves_clients(bootstrap: str) -> bool:
     """Whether the Kafka at ``bootstrap`` answers Metadata with itself among the brokers (registered and
     unfenced)."""
     from compat_tests.wire_client import WireClient
-    from wire.messages import MetadataRequest
+    from trafka.wire.messages import MetadataRequest
 
     try:
         with WireClient(bootstrap, client_id="trafka-reference", timeout=2) as client:

@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 import pytest
 
-from wire.compression import Compression
-from wire.records import SimpleRecord, build_batch
+from trafka.wire.compression import Compression
+from trafka.wire.records import SimpleRecord, build_batch
 
 MakeBatch = Callable[..., bytearray]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from storage import files
-from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
-from storage.cleaner import (
+from trafka.storage import files
+from trafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint
+from trafka.storage.cleaner import (
     Cleaner,
     CleanerCheckpoint,
     CleanerConfig,
@@ -24,11 +24,11 @@ from storage.cleaner import (
     scan_records,
     batch_records_data,
 )
-from storage.config import LogConfig
-from storage.log import AppendOrigin, Log
-from wire.compression import Compression
-from wire.errors import ErrorCode, KafkaError
-from wire.records import ControlRecordType, RecordBatch, SimpleRecord, build_batch, build_control_batch
+from trafka.storage.config import LogConfig
+from trafka.storage.log import AppendOrigin, Log
+from trafka.wire.compression import Compression
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import ControlRecordType, RecordBatch, SimpleRecord, build_batch, build_control_batch
 
 COMPACT = LogConfig(
     cleanup_policy="compact", segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096,

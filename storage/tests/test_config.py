@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from storage.config import LogConfig
-from wire.errors import ErrorCode, KafkaError
+from trafka.storage.config import LogConfig
+from trafka.wire.errors import ErrorCode, KafkaError
 
 
 @pytest.mark.parametrize(

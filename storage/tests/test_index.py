@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from trafka.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 
 
 def test_offset_index_is_preallocated_and_trimmed_on_close(tmp_path: Path) -> None:

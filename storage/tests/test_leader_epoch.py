@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.leader_epoch import (
+from trafka.storage.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.config import LogConfig
-from storage.log import AppendOrigin, Log
-from wire.compression import Compression
-from wire.errors import ErrorCode, KafkaError
-from wire.records import RecordBatch, TimestampType, iter_batches
+from trafka.storage.config import LogConfig
+from trafka.storage.log import AppendOrigin, Log
+from trafka.wire.compression import Compression
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import RecordBatch, TimestampType, iter_batches
 
 SMALL = LogConfig(segment_bytes=2048, index_interval_bytes=256, segment_index_bytes=4096)
 
@@ -249,7 +249,7 @@ def test_timestamp_bounds(tmp_path: Path, make_batch) -> None:
 
 
 def test_coordinator_appends_allow_control_batches(tmp_path: Path, make_batch) -> None:
-    from wire.records import ControlRecordType, build_control_batch
+    from trafka.wire.records import ControlRecordType, build_control_batch
 
     log = _log(tmp_path)
     log.append(make_batch(2, producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True), leader_epoch=0)
@@ -568,8 +568,8 @@ def _model_read(model, config, offset, max_bytes, max_offset, min_one, log) -> b
 def test_aborted_transactions_are_indexed_for_read_committed_fetches(tmp_path: Path, make_batch) -> None:
     import struct
 
-    from storage.index import AbortedTxn
-    from wire.records import ControlRecordType, build_control_batch
+    from trafka.storage.index import AbortedTxn
+    from trafka.wire.records import ControlRecordType, build_control_batch
 
     log = _log(tmp_path)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from storage import files
-from storage.checkpoints import read_offsets_checkpoint
-from storage.config import LogConfig
-from storage.log import read_partition_metadata
-from storage.manager import CLEAN_SHUTDOWN_FILE, DataDirectoryInUse, LogManager
-from storage.topics import topic_id_to_string
+from trafka.storage import files
+from trafka.storage.checkpoints import read_offsets_checkpoint
+from trafka.storage.config import LogConfig
+from trafka.storage.log import read_partition_metadata
+from trafka.storage.manager import CLEAN_SHUTDOWN_FILE, DataDirectoryInUse, LogManager
+from trafka.storage.topics import topic_id_to_string
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200)
 

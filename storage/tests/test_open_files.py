@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from storage import open_files, segment as segment_module
-from storage.config import LogConfig
-from storage.log import Log
-from storage.open_files import LogFile, ReaderCache
-from wire.errors import ErrorCode, KafkaError
-from wire.records import iter_batches
+from trafka.storage import open_files, segment as segment_module
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.storage.open_files import LogFile, ReaderCache
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import iter_batches
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 
@@ -226,7 +226,7 @@ def test_out_of_descriptors_at_a_roll_fails_the_append_and_changes_nothing(
 def test_no_memory_map_left_for_the_first_index_entry_fails_the_append_before_writing(
     tmp_path: Path, make_batch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from storage import index as index_module
+    from trafka.storage import index as index_module
 
     log = Log.create(tmp_path / "orders-0", SMALL, now_ms=0)
     log.append(make_batch(2, 40), leader_epoch=0, now_ms=0)
@@ -249,7 +249,7 @@ def test_no_memory_map_left_for_the_first_index_entry_fails_the_append_before_wr
 
 
 def test_a_deleted_log_gives_its_descriptors_back_at_once(tmp_path: Path, make_batch, readers) -> None:
-    from storage.manager import LogManager
+    from trafka.storage.manager import LogManager
 
     manager = LogManager(tmp_path, SMALL)
     manager.load()

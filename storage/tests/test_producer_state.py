@@ -1,7 +1,7 @@
 """ProducerStateManager: sequence and epoch rules, staging, transactions, snapshots, load and truncation.
 
-Batches are real v2 record batch bytes built with ``wire.records``; ``PartitionLog`` below stands in
-for the partition's log the way ``storage.log.Log`` drives the manager: it assigns offsets, stages
+Batches are real v2 record batch bytes built with ``trafka.wire.records``; ``PartitionLog`` below stands in
+for the partition's log the way ``trafka.storage.log.Log`` drives the manager: it assigns offsets, stages
 each batch, keeps the bytes of accepted batches and replays them to ``load``.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from storage.files import producer_snapshot_file
-from storage.producer_state import (
+from trafka.storage.files import producer_snapshot_file
+from trafka.storage.producer_state import (
     INT32_MAX,
     BatchMetadata,
     CompletedTxn,
@@ -26,8 +26,8 @@ from storage.producer_state import (
     ProducerStateManager,
     read_snapshot,
 )
-from wire.errors import ErrorCode, KafkaError
-from wire.records import ControlRecordType, RecordBatch, build_batch, build_control_batch
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import ControlRecordType, RecordBatch, build_batch, build_control_batch
 
 PID = 7
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.config import LogConfig
-from storage.log import Log
-from wire.records import iter_batches
+from trafka.storage.config import LogConfig
+from trafka.storage.log import Log
+from trafka.wire.records import iter_batches
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200, segment_index_bytes=4096)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.retention import SegmentSummary, expired_segments
+from trafka.storage.retention import SegmentSummary, expired_segments
 
 # Three full segments of 100 bytes, 10 records each, and the active one holding 5 (offsets 30-34).
 SEGMENTS = [SegmentSummary(0, 100), SegmentSummary(10, 100), SegmentSummary(20, 100), SegmentSummary(30, 50)]

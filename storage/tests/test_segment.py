@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.config import LogConfig
-from storage.segment import AppendedBatch, LogSegment
-from wire.errors import KafkaError
-from wire.records import RECORD_BATCH_OVERHEAD, RecordBatch, iter_batches, set_base_offset
+from trafka.storage.config import LogConfig
+from trafka.storage.segment import AppendedBatch, LogSegment
+from trafka.wire.errors import KafkaError
+from trafka.wire.records import RECORD_BATCH_OVERHEAD, RecordBatch, iter_batches, set_base_offset
 
 CONFIG = LogConfig(index_interval_bytes=300, segment_index_bytes=4096)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.config import LogConfig
-from storage.topics import (
+from trafka.storage.config import LogConfig
+from trafka.storage.topics import (
     TOPIC_CATALOG_FILE,
     TopicCatalog,
     TopicRecord,
@@ -16,7 +16,7 @@ from storage.topics import (
     topic_id_from_string,
     topic_id_to_string,
 )
-from wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError
 
 
 def test_topic_id_text_form_is_kafkas() -> None:

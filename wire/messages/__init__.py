@@ -9,82 +9,85 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from wire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
-from wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from wire.messages.offset_for_leader_epoch import (
+from trafka.wire.messages.produce import ProduceRequest, ProduceResponse
+from trafka.wire.messages.fetch import FetchRequest, FetchResponse
+from trafka.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from trafka.wire.messages.metadata import MetadataRequest, MetadataResponse
+from trafka.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from trafka.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from trafka.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from trafka.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from trafka.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from trafka.wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from trafka.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from trafka.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from trafka.wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from trafka.wire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from trafka.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from trafka.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from trafka.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from trafka.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from trafka.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from trafka.wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
-from wire.messages.add_partitions_to_txn import (
+from trafka.wire.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
-from wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from wire.messages.end_txn import EndTxnRequest, EndTxnResponse
-from wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
-from wire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.messages.incremental_alter_configs import (
+from trafka.wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from trafka.wire.messages.end_txn import EndTxnRequest, EndTxnResponse
+from trafka.wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from trafka.wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from trafka.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from trafka.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from trafka.wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from trafka.wire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from trafka.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from trafka.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from trafka.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
-from wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
-from wire.messages.describe_transactions import (
+from trafka.wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from trafka.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from trafka.wire.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
+from trafka.wire.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
-from wire.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
-from wire.messages.consumer_group_heartbeat import (
+from trafka.wire.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
+from trafka.wire.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from wire.messages.consumer_group_describe import (
+from trafka.wire.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
 )
-from wire.messages.describe_topic_partitions import (
+from trafka.wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
-from wire.messages.list_config_resources import (
+from trafka.wire.messages.list_config_resources import (
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
 )
-from wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
-from wire.messages.alter_partition_reassignments import (
+from trafka.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from trafka.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
-from wire.messages.list_partition_reassignments import (
+from trafka.wire.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
-from wire.primitives import Message
+from trafka.wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
+from trafka.wire.primitives import Message
 
 
 class ApiKey(IntEnum):

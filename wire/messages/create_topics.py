@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from wire.primitives import (
+from trafka.wire.primitives import (
     UNSET,
     ZERO_UUID,
     Field,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from wire.primitives import (
+from trafka.wire.primitives import (
     Field,
     Message,
     Struct,

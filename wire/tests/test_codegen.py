@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from wire import codegen
-from wire.messages import REQUESTS, RESPONSES, ApiKey
-from wire.primitives import EncodeError
+from trafka.wire import codegen
+from trafka.wire.messages import REQUESTS, RESPONSES, ApiKey
+from trafka.wire.primitives import EncodeError
 
 SPECS = codegen.specs_from(None)
 needs_specs = pytest.mark.skipif(
@@ -27,8 +27,8 @@ def test_committed_modules_are_current() -> None:
     files = codegen.generate(SPECS)
     for name, source in files.items():
         path = codegen.OUTPUT_DIR / name
-        assert path.exists(), f"wire/messages/{name} is missing: run python -m wire.codegen"
-        assert path.read_text() == source, f"wire/messages/{name} is out of date: run python -m wire.codegen"
+        assert path.exists(), f"wire/messages/{name} is missing: run python -m trafka.wire.codegen"
+        assert path.read_text() == source, f"wire/messages/{name} is out of date: run python -m trafka.wire.codegen"
     assert list(codegen.stale_files(codegen.OUTPUT_DIR, files)) == []
 
 

@@ -14,8 +14,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.compression import XERIAL_SNAPPY_HEADER, Compression, compress, decompress
-from wire.errors import ErrorCode, KafkaError
+from trafka.wire.compression import XERIAL_SNAPPY_HEADER, Compression, compress, decompress
+from trafka.wire.errors import ErrorCode, KafkaError
 
 CODECS = list(Compression)
 COMPRESSED_CODECS = [c for c in Compression if c is not Compression.NONE]

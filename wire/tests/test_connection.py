@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from wire.chunks import FileSlice, join_chunks
-from wire.connection import DEFAULT_MAX_FRAME_SIZE, NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
-from wire.messages import (
+from trafka.wire.chunks import FileSlice, join_chunks
+from trafka.wire.connection import DEFAULT_MAX_FRAME_SIZE, NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
+from trafka.wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     FetchResponse,
@@ -16,8 +16,8 @@ from wire.messages import (
     MetadataResponse,
     ProduceRequest,
 )
-from wire.primitives import Message, Writer
-from wire.protocol import ApiKey, RequestHeader, decode_response_header, encode_request_header
+from trafka.wire.primitives import Message, Writer
+from trafka.wire.protocol import ApiKey, RequestHeader, decode_response_header, encode_request_header
 
 
 def frame(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from wire.messages import REQUESTS, RESPONSES
-from wire.primitives import Writer
-from wire.protocol import (
+from trafka.wire.messages import REQUESTS, RESPONSES
+from trafka.wire.primitives import Writer
+from trafka.wire.protocol import (
     decode_request_header,
     decode_response_header,
     encode_request_header,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire.chunks import FileSlice
-from wire.messages import (
+from trafka.wire.chunks import FileSlice
+from trafka.wire.messages import (
     REQUESTS,
     RESPONSES,
     ApiKey,
@@ -25,8 +25,8 @@ from wire.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from wire.primitives import ZERO_UUID, DecodeError, EncodeError, Field, Message, Struct, Writer
-from wire.protocol import RequestHeader, decode_request_header, encode_request_header
+from trafka.wire.primitives import ZERO_UUID, DecodeError, EncodeError, Field, Message, Struct, Writer
+from trafka.wire.protocol import RequestHeader, decode_request_header, encode_request_header
 
 MESSAGES: list[type[Message]] = [
     *REQUESTS.values(),

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from wire.compression import Compression
-from wire.errors import ErrorCode, KafkaError
-from wire.records import (
+from trafka.wire.compression import Compression
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.records import (
     RECORD_BATCH_OVERHEAD,
     BatchScan,
     ControlRecordType,

@@ -1,0 +1,1 @@
+"""Consumer groups: the group coordinator, the classic and KIP-848 consumer protocols, and committed offsets."""
