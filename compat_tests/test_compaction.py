@@ -132,6 +132,22 @@ def test_records_without_a_key_are_refused_by_a_compacted_topic(compacting_broke
     assert ConfluentClient(compacting_broker.bootstrap).watermarks(name) == {0: (0, 1), 1: (0, 0)}
 
 
+def test_librdkafka_fails_only_the_keyless_records_of_a_mixed_batch(compacting_broker: BrokerProcess, topic) -> None:
+    # One batch of 100 records, every tenth without a key: the response's record errors name the ten, so
+    # librdkafka fails them with INVALID_RECORD and the other 90 with _INVALID_DIFFERENT_RECORD.
+    name = topic(1, on=compacting_broker, configs=COMPACTED)
+    producer = Producer({"bootstrap.servers": compacting_broker.bootstrap, "linger.ms": 500, "retries": 0})
+    errors: dict[int, str] = {}
+    for i in range(100):
+        producer.produce(name, value=b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i, partition=0,
+                         on_delivery=lambda err, msg, i=i: errors.__setitem__(i, err.name() if err else None))
+    assert producer.flush(TIMEOUT) == 0
+
+    assert {i for i, name in errors.items() if name == "INVALID_RECORD"} == set(range(0, 100, 10))
+    assert {i for i, name in errors.items() if name == "_INVALID_DIFFERENT_RECORD"} == set(range(100)) - set(range(0, 100, 10))
+    assert ConfluentClient(compacting_broker.bootstrap).watermarks(name) == {0: (0, 0)}
+
+
 def test_a_kill_during_cleaning_loses_only_superseded_records(broker_factory, topic) -> None:
     # The log is written with the cleaner off, then cleaned (slowly: 4 MB/s) after a restart.
     broker = broker_factory({**CLEANER, "log.cleaner.io.max.bytes.per.second": 4_000_000,

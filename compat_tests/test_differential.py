@@ -329,6 +329,26 @@ def test_produce_errors(brokers, case):
     assert_same(on_both(brokers, ask))
 
 
+def test_keyless_records_in_a_compacted_topic_are_named_in_the_record_errors(brokers):
+    # Every tenth record of the batch has no key: the batch is refused, and the response names those records.
+    batch = build_batch([SimpleRecord(None if i % 10 == 0 else b"k%d" % i, b"v") for i in range(100)])
+
+    def ask(client: WireClient):
+        create(client, "compacted", 1, **{"cleanup.policy": "compact"})
+        response = client.request(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            ProduceRequest.TopicProduceData(name="compacted", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9)
+        result = response.responses[0].partition_responses[0]
+        return (result.error_code, result.error_message,
+                [(e.batch_index, e.batch_index_error_message) for e in result.record_errors])
+
+    observed = on_both(brokers, ask)
+    assert_same(observed)
+    code, message, record_errors = observed["trafka"]
+    assert code == 87 and [index for index, _ in record_errors] == list(range(0, 100, 10))
+    assert message.startswith("One or more records have been rejected due to 10 record errors in total")
+
+
 FETCH_CASES = {
     "unknown topic": ("nowhere", 0, 0),
     "unknown partition": ("fetched", 9, 0),

@@ -188,16 +188,13 @@ def batch_records_data(batch: RecordBatch) -> bytes:
     return decompress(codec, payload)
 
 
-def first_keyless_record(batch: RecordBatch) -> int | None:
-    """The index of the first record of ``batch`` without a key, None when every record has one (what a
-    compacted topic checks of what producers send). Only the keys are looked at."""
+def keyless_records(batch: RecordBatch) -> list[int]:
+    """The indexes of the records of ``batch`` without a key (what a compacted topic checks of what
+    producers send). Only the keys are looked at."""
     count = batch.record_count
     if count <= 0:
-        return None
-    for index, span in enumerate(scan_records(batch_records_data(batch), count)):
-        if span[4] < 0:
-            return index
-    return None
+        return []
+    return [index for index, span in enumerate(scan_records(batch_records_data(batch), count)) if span[4] < 0]
 
 
 # -- the offset map --------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from trafka.storage import files
 from trafka.storage.checkpoints import atomic_write, fsync_path
-from trafka.storage.cleaner import first_keyless_record
+from trafka.storage.cleaner import keyless_records
 from trafka.storage.config import LogConfig
 from trafka.storage.index import AbortedTxn, CorruptIndexError
 from trafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
@@ -51,7 +51,7 @@ from trafka.storage.retention import SegmentSummary, expired_segments
 from trafka.storage.segment import AppendedBatch, LogSegment, next_offset_in_file
 from trafka.storage.topics import topic_id_from_string, topic_id_to_string
 from trafka.wire.chunks import FileSlice
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError, RecordError
 from trafka.wire.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -463,12 +463,9 @@ class Log:
                     )
                 if not config.log_append_time:
                     self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
-            if check_keys and not batch.is_control and first_keyless_record(batch) is not None:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    "Compacted topic cannot accept message without key in topic partition "
-                    f"{self.topic}-{self.partition}.",
-                )
+            if check_keys and not batch.is_control and (keyless := keyless_records(batch)):
+                message = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
+                raise KafkaError.for_records(ErrorCode.INVALID_RECORD, [RecordError(i, message) for i in keyless])
             batches.append((batch, header))
         return batches
 

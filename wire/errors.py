@@ -4,7 +4,9 @@ The numbers are the protocol's; a handler puts ``error.code`` into its response.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class ErrorCode(IntEnum):
@@ -139,10 +141,34 @@ class ErrorCode(IntEnum):
     INVALID_REGULAR_EXPRESSION = 128
 
 
-class KafkaError(Exception):
-    """An error that maps to one Kafka error code; ``message`` goes into responses that carry one."""
+class RecordError(NamedTuple):
+    """One refused record of a batch (KIP-467): its index in the batch and why."""
 
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
+    batch_index: int
+    message: str | None
+
+
+class KafkaError(Exception):
+    """An error that maps to one Kafka error code; ``message`` goes into responses that carry one, and
+    ``record_errors`` names the records that caused it where it is about single records (Produce)."""
+
+    def __init__(self, code: ErrorCode, message: str = "", record_errors: Sequence[RecordError] = ()) -> None:
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message
+        self.record_errors = tuple(record_errors)
+
+    @classmethod
+    def for_records(cls, code: ErrorCode, record_errors: Sequence[RecordError]) -> KafkaError:
+        """The error of a batch refused for some of its records, with the summary Kafka gives."""
+        if code == ErrorCode.INVALID_TIMESTAMP:
+            return cls(code, "One or more records have been rejected due to invalid timestamp", record_errors)
+        shown = ", ".join(f"RecordError(batchIndex={e.batch_index}, message={_java_string(e.message)})"
+                          for e in record_errors[:3])
+        return cls(code, f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+                         f"and only showing the first three errors at most: [{shown}]", record_errors)
+
+
+def _java_string(text: str | None) -> str:
+    """``text`` as Kafka's RecordError prints it."""
+    return "null" if text is None else f"'{text}'"

@@ -14,6 +14,9 @@ every in-sync replica has the batch (the high watermark passed it), waiting on t
 the request's timeout (REQUEST_TIMED_OUT after it; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
 shrank below the minimum meanwhile). With a single replica the high watermark moves on every append,
 so both are answered at once.
+A batch refused for some of its records (a record without a key in a compacted topic) names them in
+the response's record errors (v8+, KIP-467), each with its index in the batch and why, under Kafka's
+summary as the error message: clients fail those records and may send the others again.
 acks=0 gets no response at all; if any partition failed, the connection is closed instead, as Kafka
 does, so the producer refreshes its metadata. Produce never creates topics: that is Metadata's job.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Sequence
 
 import trio
 
@@ -37,7 +41,7 @@ from trafka.broker.handlers.registry import CloseConnection, RequestContext, han
 from trafka.broker.partition import Partition
 from trafka.broker.txn import verification
 from trafka.storage.producer_state import VerificationGuard
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError, RecordError
 from trafka.wire.messages import ProduceRequest, ProduceResponse
 from trafka.wire.protocol import ApiKey
 from trafka.wire.records import LOG_OVERHEAD, RecordBatch
@@ -109,7 +113,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                     ctx.broker.metrics.bytes_in(partition.topic, len(records))
             except KafkaError as exc:
                 log.debug("produce to %s-%d rejected: %s", partition.topic, data.index, exc)
-                partition_responses.append(_error(data.index, exc.code, exc.message or None))
+                partition_responses.append(_error(data.index, exc.code, exc.message or None, exc.record_errors))
                 continue
             response = PartitionResponse(
                 index=data.index,
@@ -279,5 +283,8 @@ def _single_batch(records: bytes | bytearray | memoryview | None, version: int) 
     return records if end == len(records) else memoryview(records)[:end]
 
 
-def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)
+def _error(index: int, code: ErrorCode, message: str | None = None,
+           record_errors: Sequence[RecordError] = ()) -> PartitionResponse:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message, record_errors=[
+        ProduceResponse.BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+        for e in record_errors])

@@ -19,7 +19,7 @@ from trafka.storage.cleaner import (
     OffsetMap,
     Throttler,
     filthiest_log,
-    first_keyless_record,
+    keyless_records,
     log_to_clean,
     scan_records,
     batch_records_data,
@@ -27,7 +27,7 @@ from trafka.storage.cleaner import (
 from trafka.storage.config import LogConfig
 from trafka.storage.log import AppendOrigin, Log
 from trafka.wire.compression import Compression
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.errors import ErrorCode, KafkaError, RecordError
 from trafka.wire.records import ControlRecordType, RecordBatch, SimpleRecord, build_batch, build_control_batch
 
 COMPACT = LogConfig(
@@ -96,8 +96,8 @@ def test_scan_records_finds_keys_values_and_deltas() -> None:
     assert [s[3] for s in spans] == [0, 1, 2]
     assert data[spans[0][4]:spans[0][5]] == b"a" and spans[1][4] == -1
     assert [s[6] for s in spans] == [False, False, True]
-    assert first_keyless_record(batch) == 1
-    assert first_keyless_record(RecordBatch(_batch([("a", "1")], compression=Compression.GZIP))) is None
+    assert keyless_records(batch) == [1]
+    assert keyless_records(RecordBatch(_batch([("a", "1")], compression=Compression.GZIP))) == []
 
 
 def test_offset_map_holds_the_latest_offset_and_refuses_new_keys_when_full() -> None:
@@ -341,7 +341,10 @@ def test_keyless_records_are_refused_by_a_compacted_log_only(tmp_path: Path) -> 
     with pytest.raises(KafkaError) as e:
         log.append(_batch([("a", "1"), (None, "2")], compression=Compression.LZ4), leader_epoch=0, now_ms=NOW)
     assert e.value.code == ErrorCode.INVALID_RECORD
-    assert "Compacted topic cannot accept message without key in topic partition table-0." in str(e.value)
+    reason = "Compacted topic cannot accept message without key in topic partition table-0"
+    assert e.value.record_errors == (RecordError(1, reason),)
+    assert e.value.message == ("One or more records have been rejected due to 1 record errors in total, and only "
+                               f"showing the first three errors at most: [RecordError(batchIndex=1, message='{reason}')]")
     assert log.log_end_offset == 0
     plain = _log(tmp_path, LogConfig(), name="plain-0")
     plain.append(_batch([(None, "2")]), leader_epoch=0, now_ms=NOW)
