@@ -26,8 +26,10 @@ install-test:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	bash compat_tests/setup.sh
 
+# Test modules run in parallel, each whole on one worker (its broker fixtures are per module).
+WORKERS ?= 2
 test:
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
 
 # A long fuzz run: mutated frames of real clients against a broker process (FRAMES=100000 for a shorter one).
 FRAMES ?= 1000000
