@@ -80,8 +80,8 @@ class TrafkaBroker:
             raise BrokerError("the broker is already running")
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-P", "-m", "trafka", "--host", HOST, "--port", str(port), "--data-dir", str(self.data_dir),
-                   "--control-port", "0"]
+        command = [sys.executable, "-P", "-m", "trafka", "--host", HOST, "--port", str(port),
+                   "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
         with open(self.log_path, "a") as log:

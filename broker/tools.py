@@ -387,7 +387,8 @@ def _topic_to_produce_to(client: AdminClient, name: str) -> MetadataResponse.Met
         if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise refused
         print(f"Created topic {name}: the broker creates topics on first use.", file=sys.stderr)
-    while (topic.error_code == ErrorCode.LEADER_NOT_AVAILABLE or not _all_led(topic)) and time.monotonic() < deadline:
+    waiting = (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    while topic.error_code in waiting and not _all_led(topic) and time.monotonic() < deadline:
         time.sleep(0.1)
         (topic,) = client.metadata([name]).topics
     check(topic.error_code, f"topic {name}")
