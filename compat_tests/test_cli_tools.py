@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from compat_tests.harness import SOURCE_ROOT, wait_until
+from compat_tests.reference import KafkaBroker
 
 
 @pytest.fixture(params=["trafka", "kafka"])
@@ -97,8 +98,21 @@ def test_produce_gets_a_missing_topic_created_where_the_broker_creates_topics(ta
     assert again.returncode == 0 and "Created topic" not in again.stderr, again
 
 
-def test_produce_to_a_missing_topic_where_the_broker_does_not_create_topics(broker_factory):
-    strict = broker_factory({"auto.create.topics.enable": "false"})
+@pytest.fixture(params=["trafka", "kafka"])
+def strict_target(request, broker_factory, tmp_path):
+    """A broker that does not create topics on first use: trafka, or Apache Kafka itself."""
+    settings = {"auto.create.topics.enable": "false"}
+    if request.param == "trafka":
+        yield broker_factory(settings)
+        return
+    kafka = KafkaBroker(tmp_path / "strict-kafka", overrides=settings, name="strict-kafka")
+    kafka.start()
+    yield kafka
+    kafka.close()
+
+
+def test_produce_to_a_missing_topic_where_the_broker_does_not_create_topics(strict_target):
+    strict = strict_target
     name = f"cli-new-{uuid.uuid4().hex[:8]}"
 
     produced = trafka(strict, "produce", name, stdin="lost\n")

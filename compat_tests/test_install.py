@@ -20,9 +20,8 @@ EXAMPLES = {"test_example.py": "the example test", "test_fault_example.py": "the
             "test_cluster_example.py": "the cluster example"}
 #: What the examples import besides trafka's fixtures, installed into the fresh environment beside the wheel.
 EXAMPLE_CLIENTS = ("pytest", "confluent-kafka", "kafka-python")
+#: trafka's layers; the user's project has packages of the same names.
 LAYERS = ("wire", "storage", "broker")
-#: The user's project has packages of the same names as trafka's layers.
-USER_PACKAGES = LAYERS
 
 # The project's own test: each of its packages is its own, trafka's plugin and broker beside them.
 OWN_PACKAGES_TEST = '''
@@ -72,7 +71,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A user's project: packages named like trafka's layers, the README's examples and a test of its own."""
-    for name in USER_PACKAGES:
+    for name in LAYERS:
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text("")
         (tmp_path / name / "orders.py").write_text('OWNER = "the project"\n')
@@ -89,12 +88,13 @@ def site_packages(venv: Path) -> Path:
 
 
 def test_the_wheel_installs_one_import_package(venv: Path):
-    (dist_info,) = site_packages(venv).glob("trafka-*.dist-info")
+    installed = site_packages(venv)
+    (dist_info,) = installed.glob("trafka-*.dist-info")
     paths = [line.rsplit(",", 2)[0] for line in (dist_info / "RECORD").read_text().splitlines()]
     top_level = {path.split("/", 1)[0] for path in paths if not path.startswith("..")}
     assert top_level == {"trafka", dist_info.name}
     assert not any("/tests/" in path for path in paths)
-    assert (site_packages(venv) / "trafka" / "__main__.py").exists()
+    assert (installed / "trafka" / "__main__.py").exists()
 
 
 @pytest.mark.parametrize("pytest_command", [["bin/pytest"], ["bin/python", "-m", "pytest"]],
