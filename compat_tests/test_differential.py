@@ -349,6 +349,33 @@ def test_keyless_records_in_a_compacted_topic_are_named_in_the_record_errors(bro
     assert message.startswith("One or more records have been rejected due to 10 record errors in total")
 
 
+def test_records_out_of_the_timestamp_range_are_named_in_the_record_errors(brokers):
+    # A compacted topic that takes timestamps within a minute of now: keyless records, too old and too new
+    # ones, and one both keyless and too old, in one batch.
+    now = int(time.time() * 1000)
+    hours = 3_600_000
+    records = [(b"a", now), (None, now), (b"c", now - 10 * hours), (None, now - 10 * hours), (b"e", now + 10 * hours)]
+    batch = build_batch([SimpleRecord(key, b"v", timestamp=timestamp) for key, timestamp in records])
+
+    def ask(client: WireClient):
+        create(client, "recent-compacted", 1, **{"cleanup.policy": "compact", "message.timestamp.before.max.ms": "60000",
+                                                 "message.timestamp.after.max.ms": "60000"})
+        response = client.request(ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            ProduceRequest.TopicProduceData(name="recent-compacted", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9)
+        result = response.responses[0].partition_responses[0]
+        # The range is counted from each broker's own clock.
+        within = re.compile(r"within \[-?\d+, -?\d+\]")
+        return (result.error_code, result.error_message,
+                [(e.batch_index, within.sub("within [now - 60000, now + 60000]", e.batch_index_error_message or ""))
+                 for e in result.record_errors])
+
+    observed = on_both(brokers, ask)
+    assert_same(observed)
+    code, _, record_errors = observed["trafka"]
+    assert code == 32 and [index for index, _ in record_errors] == [1, 2, 3, 4]
+
+
 FETCH_CASES = {
     "unknown topic": ("nowhere", 0, 0),
     "unknown partition": ("fetched", 9, 0),

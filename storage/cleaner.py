@@ -188,15 +188,6 @@ def batch_records_data(batch: RecordBatch) -> bytes:
     return decompress(codec, payload)
 
 
-def keyless_records(batch: RecordBatch) -> list[int]:
-    """The indexes of the records of ``batch`` without a key (what a compacted topic checks of what
-    producers send). Only the keys are looked at."""
-    count = batch.record_count
-    if count <= 0:
-        return []
-    return [index for index, span in enumerate(scan_records(batch_records_data(batch), count)) if span[4] < 0]
-
-
 # -- the offset map --------------------------------------------------------------------------------------
 
 def _digest(key: bytes | memoryview) -> bytes:

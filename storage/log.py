@@ -42,8 +42,8 @@ from pathlib import Path
 
 from trafka.storage import files
 from trafka.storage.checkpoints import atomic_write, fsync_path
-from trafka.storage.cleaner import keyless_records
-from trafka.storage.config import LogConfig
+from trafka.storage.cleaner import batch_records_data, scan_records
+from trafka.storage.config import LONG_MAX, LogConfig
 from trafka.storage.index import AbortedTxn, CorruptIndexError
 from trafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
 from trafka.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -54,6 +54,7 @@ from trafka.wire.chunks import FileSlice
 from trafka.wire.errors import ErrorCode, KafkaError, RecordError
 from trafka.wire.records import (
     LOG_OVERHEAD,
+    NO_TIMESTAMP,
     BatchHeader,
     RecordBatch,
     iter_batches,
@@ -454,20 +455,48 @@ class Log:
                     f"value of {config.max_message_bytes}.",
                 )
             batch.validate(from_client=from_client)
-            if from_client:
-                if header.base_offset != 0:
-                    raise KafkaError(
-                        ErrorCode.INVALID_RECORD,
-                        f"The baseOffset of the record batch in the append to {self.topic}-"
-                        f"{self.partition} should be 0, but it is {header.base_offset}",
-                    )
-                if not config.log_append_time:
-                    self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
-            if check_keys and not batch.is_control and (keyless := keyless_records(batch)):
-                message = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}"
-                raise KafkaError.for_records(ErrorCode.INVALID_RECORD, [RecordError(i, message) for i in keyless])
+            if from_client and header.base_offset != 0:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"The baseOffset of the record batch in the append to {self.topic}-"
+                    f"{self.partition} should be 0, but it is {header.base_offset}",
+                )
+            self._check_records(batch, header, now_ms, check_times=from_client and not config.log_append_time,
+                                check_keys=check_keys and not batch.is_control)
             batches.append((batch, header))
         return batches
+
+    def _check_records(self, batch: RecordBatch, header: BatchHeader, now_ms: int, *, check_times: bool,
+                       check_keys: bool) -> None:
+        """Kafka's checks of single records: a key in a compacted topic, a timestamp within
+        ``message.timestamp.before/after.max.ms`` of now. The refused records are named in the error's
+        record errors, as Kafka names them: a record without a key for its key, whatever its timestamp;
+        the batch's code is INVALID_TIMESTAMP when any timestamp is out of range, else INVALID_RECORD.
+
+        Records are looked at only where the header cannot clear the batch: for keys, and for timestamps
+        when the newest is too new or ``message.timestamp.before.max.ms`` is set (the header has no oldest
+        timestamp). A batch of a topic without those settings stays undecoded."""
+        before, after = self.config.message_timestamp_before_max_ms, self.config.message_timestamp_after_max_ms
+        check_times = check_times and (before != LONG_MAX or header.max_timestamp - now_ms > after)
+        if not (check_times or check_keys):
+            return
+        # The range as Kafka prints it: Java's 64-bit arithmetic, overflow included.
+        low, high = now_ms - before, _java_long(now_ms + after)
+        errors = []
+        out_of_range = False
+        for index, span in enumerate(scan_records(batch_records_data(batch), header.record_count)):
+            timestamp = header.base_timestamp + span[3]
+            if check_keys and span[4] < 0:
+                errors.append(RecordError(index, "Compacted topic cannot accept message without key in topic "
+                                                 f"partition {self.topic}-{self.partition}"))
+            elif check_times and timestamp != NO_TIMESTAMP and not low <= timestamp <= now_ms + after:
+                out_of_range = True
+                errors.append(RecordError(index, f"Timestamp {timestamp} of message with offset "
+                                                 f"{header.base_offset + span[2]} is out of range. The timestamp "
+                                                 f"should be within [{low}, {high}]"))
+        if errors:
+            raise KafkaError.for_records(ErrorCode.INVALID_TIMESTAMP if out_of_range else ErrorCode.INVALID_RECORD,
+                                         errors)
 
     def _check_set_size(self, size: int) -> None:
         if size > self.config.segment_bytes:
@@ -475,22 +504,6 @@ class Log:
                 ErrorCode.RECORD_LIST_TOO_LARGE,
                 f"Message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, "
                 f"which exceeds the maximum configured segment size of {self.config.segment_bytes}.",
-            )
-
-    def _check_timestamps(self, base_timestamp: int, max_timestamp: int, now_ms: int) -> None:
-        """``message.timestamp.before/after.max.ms``, judged from the batch header's timestamps."""
-        config = self.config
-        if now_ms - base_timestamp > config.message_timestamp_before_max_ms:
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"Timestamp {base_timestamp} of message is out of range: more than "
-                f"{config.message_timestamp_before_max_ms} ms before the broker's time {now_ms}",
-            )
-        if max_timestamp - now_ms > config.message_timestamp_after_max_ms:
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"Timestamp {max_timestamp} of message is out of range: more than "
-                f"{config.message_timestamp_after_max_ms} ms after the broker's time {now_ms}",
             )
 
     def _duplicate_info(self, batch: RecordBatch, offsets: tuple[int, int]) -> AppendInfo:
@@ -1313,3 +1326,8 @@ def _offset_or_none(name: str) -> int | None:
         return files.offset_from_file_name(name)
     except ValueError:
         return None
+
+
+def _java_long(value: int) -> int:
+    """``value`` as a Java long holds it (wrapped to 64 bits)."""
+    return (value + 2**63) % 2**64 - 2**63

@@ -14,9 +14,10 @@ every in-sync replica has the batch (the high watermark passed it), waiting on t
 the request's timeout (REQUEST_TIMED_OUT after it; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
 shrank below the minimum meanwhile). With a single replica the high watermark moves on every append,
 so both are answered at once.
-A batch refused for some of its records (a record without a key in a compacted topic) names them in
-the response's record errors (v8+, KIP-467), each with its index in the batch and why, under Kafka's
-summary as the error message: clients fail those records and may send the others again.
+A batch refused for some of its records (a record without a key in a compacted topic, a timestamp out
+of ``message.timestamp.before/after.max.ms``) names them in the response's record errors (v8+,
+KIP-467), each with its index in the batch and why, under Kafka's summary as the error message:
+clients fail those records and may send the others again.
 acks=0 gets no response at all; if any partition failed, the connection is closed instead, as Kafka
 does, so the producer refreshes its metadata. Produce never creates topics: that is Metadata's job.
 

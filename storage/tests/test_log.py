@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from trafka.storage.config import LogConfig
 from trafka.storage.log import AppendOrigin, Log
 from trafka.wire.compression import Compression
-from trafka.wire.errors import ErrorCode, KafkaError
-from trafka.wire.records import RecordBatch, TimestampType, iter_batches
+from trafka.wire.errors import ErrorCode, KafkaError, RecordError
+from trafka.wire.records import RecordBatch, SimpleRecord, TimestampType, build_batch, iter_batches
 
 SMALL = LogConfig(segment_bytes=2048, index_interval_bytes=256, segment_index_bytes=4096)
 
@@ -245,6 +245,23 @@ def test_timestamp_bounds(tmp_path: Path, make_batch) -> None:
     assert _error(lambda: log.append(make_batch(1, timestamp=12_000), leader_epoch=0, now_ms=10_500)) == (
         ErrorCode.INVALID_TIMESTAMP
     )
+    log.close()
+
+
+def test_each_record_out_of_the_timestamp_range_is_named(tmp_path: Path) -> None:
+    # The second record is older than its batch's base timestamp: only the records tell.
+    log = _log(tmp_path, LogConfig(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=1000))
+    batch = build_batch([SimpleRecord(b"a", b"1", timestamp=10_000), SimpleRecord(b"b", b"2", timestamp=8_000),
+                         SimpleRecord(b"c", b"3", timestamp=10_400)], compression=Compression.LZ4)
+
+    with pytest.raises(KafkaError) as refused:
+        log.append(batch, leader_epoch=0, now_ms=10_500)
+
+    assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
+    assert refused.value.message == "One or more records have been rejected due to invalid timestamp"
+    assert refused.value.record_errors == (RecordError(
+        1, "Timestamp 8000 of message with offset 1 is out of range. The timestamp should be within [9500, 11500]"),)
+    assert log.log_end_offset == 0
     log.close()
 
 
