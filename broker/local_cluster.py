@@ -6,7 +6,9 @@
 Each broker is its own ``python -m trafka`` process (trafka.broker.testing.TrafkaCluster), with broker ids
 1..n on consecutive ports, their data under ``--data-dir`` (a temporary directory removed at exit when
 not given). Without ``--zookeeper`` a ZooKeeper is started from a local installation
-(trafka.broker.zookeeper_server) and stopped at exit. Once every broker serves, one line says where:
+(trafka.broker.zookeeper_server: Debian's package, a release, ...) and stopped at exit; where there is
+none, it is fetched from Maven Central into trafka's cache, after a question on a terminal. Once every
+broker serves, one line says where:
 
     trafka cluster ready: bootstrap=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 zookeeper=127.0.0.1:34117/trafka-...
 
@@ -32,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"the first broker's port, the others the next ones (default {DEFAULT_PORT}; 0: free ports)")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                        help="a running ZooKeeper (default: start one from a local installation)")
+                        help="a running ZooKeeper (default: start one from a local installation, fetched if there is none)")
     parser.add_argument("--data-dir", help="where the brokers keep their data (default: a temporary directory)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka property for every broker, e.g. --override min.insync.replicas=2 (repeatable)")
@@ -54,8 +56,10 @@ def main(argv: list[str]) -> int:
     ports = [args.port + index for index in range(args.brokers)] if args.port else None
     # A data directory kept between runs keeps its cluster: the same chroot every time.
     chroot = "" if args.zookeeper and "/" in args.zookeeper else "/trafka" if args.data_dir else None
+    # Fetching ZooKeeper is asked about on a terminal; a script gets it fetched, as it says on stderr.
+    consent = _ask if sys.stdin.isatty() else None
     cluster = TrafkaCluster(args.brokers, zookeeper=args.zookeeper, data_dir=args.data_dir, properties=properties,
-                            ports=ports, chroot=chroot)
+                            ports=ports, chroot=chroot, zookeeper_consent=consent)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -71,3 +75,11 @@ def main(argv: list[str]) -> int:
     finally:
         cluster.close()
     return 0
+
+
+def _ask(question: str) -> bool:
+    try:
+        answer = input(f"{question} [Y/n] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("", "y", "yes")

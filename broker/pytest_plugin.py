@@ -13,7 +13,8 @@ Fixtures:
   ``kill()``, ``start()``, ``restart()``), ``leader(topic, partition)`` and ``create_topic()``. Its
   brokers coordinate through the ZooKeeper given with ``--trafka-zookeeper HOST:PORT`` (or the
   ``trafka_zookeeper`` ini option, or ``$TRAFKA_ZOOKEEPER``); without one, a ZooKeeper is started for
-  the session from a local installation (broker.zookeeper_server). Each cluster has its own chroot.
+  the session from a local installation, fetched from Maven Central where there is none
+  (trafka.broker.zookeeper_server). Each cluster has its own chroot.
 """
 from __future__ import annotations
 

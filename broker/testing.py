@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -243,13 +243,15 @@ class TrafkaCluster:
 
     def __init__(self, brokers: int = 3, *, zookeeper: str | None = None,
                  data_dir: str | os.PathLike[str] | None = None, properties: Mapping[str, object] | None = None,
-                 ports: list[int] | None = None, chroot: str | None = None) -> None:
+                 ports: list[int] | None = None, chroot: str | None = None,
+                 zookeeper_consent: Callable[[str], bool] | None = None) -> None:
         if brokers < 1:
             raise BrokerError("a cluster has at least one broker")
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-cluster-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._temp_dir)
         self._zookeeper_address = zookeeper
         self._local_zookeeper: LocalZooKeeper | None = None
+        self._zookeeper_consent = zookeeper_consent
         self.chroot = f"/trafka-{uuid.uuid4().hex[:12]}" if chroot is None else chroot
         self.properties = {**CLUSTER_DEFAULTS, **(properties or {})}
         self.brokers = [TrafkaBroker(self.data_dir / f"broker{node_id}" / "data") for node_id in range(1, brokers + 1)]
@@ -266,7 +268,8 @@ class TrafkaCluster:
         """Start ZooKeeper if this cluster runs its own, then every broker not running."""
         if self._zookeeper_address is None and self._local_zookeeper is None:
             try:
-                self._local_zookeeper = LocalZooKeeper(self.data_dir / "zookeeper").start()
+                self._local_zookeeper = LocalZooKeeper(self.data_dir / "zookeeper",
+                                                       consent=self._zookeeper_consent).start()
             except ZooKeeperError as exc:
                 raise BrokerError(str(exc)) from None
         for node_id, broker in enumerate(self.brokers, start=1):

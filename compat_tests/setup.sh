@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the non-Python dependencies of trafka's compatibility tests on a Debian machine (as root):
-# kcat (Debian's build links librdkafka 2.0.x), node/npm where missing, the pinned kafkajs in
+# kcat (Debian's build links librdkafka 2.0.x), Debian's zookeeper package, node/npm where missing, the pinned kafkajs in
 # compat_tests/js/node_modules, a JDK where javac is missing, Maven where mvn is missing, and from Maven
 # Central: Apache Kafka's Java client (kafka-clients 4.3.0 with its compression and logging libraries,
 # and Gson for the driver's JSON) in compat_tests/java/lib, Apache Kafka's broker in
@@ -27,6 +27,8 @@ command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
 command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
 command -v javac >/dev/null 2>&1 || apt_packages+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
+# Debian's ZooKeeper: where an installed trafka's `trafka cluster` finds it (compat_tests/test_install.py).
+[ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
 if ((${#apt_packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Refresh the package lists only when apt does not know the packages yet (a fresh image has no lists).

@@ -1,14 +1,19 @@
 """trafka as a user's project gets it: the wheel built from this checkout, installed into a fresh virtual
 environment, puts one import package into site-packages, ``trafka``; and the README's example tests pass
 in a project that has ``broker``, ``storage`` and ``wire`` packages of its own, under ``pytest`` and
-``python -m pytest`` alike, while the project's tests get the project's own packages."""
+``python -m pytest`` alike, while the project's tests get the project's own packages. ``trafka cluster``
+of the installed trafka (far from the checkout's jars) finds Debian's ZooKeeper, fetches one from Maven
+Central where there is none, and says so where there is no Java."""
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +120,72 @@ def test_the_command_runs_from_a_projects_directory(venv: Path, project: Path):
     for command in ([str(venv / "bin" / "trafka"), "--version"], [str(venv / "bin" / "python"), "-m", "trafka", "--version"]):
         result = run(command, project)
         assert result.returncode == 0 and result.stdout.startswith("trafka "), result
+
+
+def start_cluster(command: list[str], cwd: Path, **env: str) -> tuple[str, str]:
+    """Run ``trafka cluster`` (``command``) until its ready line, then stop it: (ready line, stderr)."""
+    inherited = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**inherited, **env})
+    ready = ""
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + 120
+            while not ready.startswith("trafka cluster ready:") and process.poll() is None:
+                assert time.monotonic() < deadline, "no ready line within 120 s"
+                if selector.select(timeout=1):
+                    ready = process.stdout.readline()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    return ready, stderr
+
+
+def test_trafka_cluster_finds_debians_zookeeper(venv: Path, tmp_path: Path):
+    assert Path("/usr/share/java/zookeeper.jar").is_file(), "Debian's zookeeper package (compat_tests/setup.sh)"
+    cache = tmp_path / "cache"
+
+    ready, stderr = start_cluster([str(venv / "bin" / "trafka"), "cluster", "--brokers", "1", "--port", "0"],
+                                  tmp_path, XDG_CACHE_HOME=str(cache))
+
+    assert ready.startswith("trafka cluster ready: bootstrap=127.0.0.1:"), stderr
+    assert "fetching" not in stderr and not cache.exists(), stderr
+
+
+def test_trafka_cluster_fetches_zookeeper_where_there_is_none(venv: Path, tmp_path: Path):
+    # Debian's package out of sight: an empty /usr/share/java in a mount namespace of the command's own.
+    hide_debians = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount -t tmpfs tmpfs /usr/share/java && exec "$@"', "sh"]
+    cache = tmp_path / "cache"
+
+    ready, stderr = start_cluster([*hide_debians, str(venv / "bin" / "trafka"), "cluster", "--brokers", "1",
+                                   "--port", "0"], tmp_path, XDG_CACHE_HOME=str(cache))
+
+    assert ready.startswith("trafka cluster ready: bootstrap=127.0.0.1:"), stderr
+    fetched = cache / "trafka" / "zookeeper-3.9.5"
+    assert f"fetching Apache ZooKeeper 3.9.5 from Maven Central into {fetched} (15 jars)" in stderr, stderr
+    assert len(list(fetched.glob("*.jar"))) == 15 and not list(fetched.glob("*.part"))
+
+
+def test_trafka_cluster_asks_before_fetching_on_a_terminal(venv: Path, tmp_path: Path):
+    # On a terminal (script(1) gives the command one), "n" to the question: nothing is fetched.
+    hidden = ("unshare --mount --propagation private sh -c 'mount -t tmpfs tmpfs /usr/share/java && exec \"$@\"' "
+              f"sh {venv / 'bin' / 'trafka'} cluster --brokers 1 --port 0")
+    cache = tmp_path / "cache"
+
+    result = subprocess.run(["script", "--quiet", "--return", "--command", hidden, "/dev/null"], input="n\n",
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+
+    assert result.returncode == 1, result
+    assert "No Apache ZooKeeper installation found. Fetch ZooKeeper 3.9.5 (about 7 MB) from Maven Central" in result.stdout
+    assert "trafka cluster: no Apache ZooKeeper installation found" in result.stdout
+    assert not list(cache.rglob("*.jar"))
+
+
+def test_trafka_cluster_without_java_says_so(venv: Path, tmp_path: Path):
+    result = run([str(venv / "bin" / "trafka"), "cluster", "--brokers", "1", "--port", "0"], tmp_path,
+                 PATH=str(venv / "bin"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    assert result.returncode == 1, result
+    assert result.stderr.startswith("trafka cluster: java is not installed: Apache ZooKeeper runs on a JVM"), result
