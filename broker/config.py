@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trafka.storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG
+from trafka.wire.compression import Compression
 
 log = logging.getLogger(__name__)
 
@@ -200,12 +201,16 @@ class BrokerConfig:
     group_consumer_migration_policy: str = "bidirectional"
     offsets_topic_num_partitions: int = 50
     offsets_retention_minutes: int = 10_080
+    offsets_topic_segment_bytes: int = 104_857_600  # segment.bytes of __consumer_offsets, at its creation
+    offsets_topic_compression_codec: int = 0  # the codec of the group coordinator's batches (0: none)
+    offsets_load_buffer_size: int = 5_242_880  # bytes read at a time while a partition's groups load
     # The transaction coordinator (broker.txn), under Kafka's names and defaults.
     transaction_max_timeout_ms: int = 900_000
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
     transaction_state_log_min_isr: int = 1  # Kafka's 2 in a cluster
     transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_state_log_load_buffer_size: int = 5_242_880
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
@@ -310,6 +315,18 @@ class BrokerConfig:
         config.offsets_retention_minutes = _int(
             props, "offsets.retention.minutes", config.offsets_retention_minutes
         )
+        for name in ("offsets.topic.segment.bytes", "offsets.load.buffer.size"):
+            attribute = name.replace(".", "_")
+            value = _int(props, name, getattr(config, attribute))
+            if value < 1:
+                raise ConfigError(f"{name}={value}: must be at least 1")
+            setattr(config, attribute, value)
+        config.offsets_topic_compression_codec = _int(
+            props, "offsets.topic.compression.codec", config.offsets_topic_compression_codec
+        )
+        if config.offsets_topic_compression_codec not in {codec.value for codec in Compression}:
+            raise ConfigError(f"offsets.topic.compression.codec={config.offsets_topic_compression_codec}: expected a "
+                              "codec id: 0 (none), 1 (gzip), 2 (snappy), 3 (lz4) or 4 (zstd)")
         config.controller_max_records_per_batch = _int(
             props, "controller.max.records.per.batch", config.controller_max_records_per_batch
         )
@@ -319,8 +336,8 @@ class BrokerConfig:
             config.transaction_state_log_min_isr = 2
         for name in ("transaction.max.timeout.ms", "transaction.state.log.num.partitions",
                      "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-                     "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
-                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                     "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+                     "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
                      "transaction.remove.expired.transaction.cleanup.interval.ms"):
             attribute = name.replace(".", "_")
             value = _int(props, name, getattr(config, attribute))
@@ -398,8 +415,8 @@ BROKER_PROPERTIES = frozenset({
     "controller.quorum.voters", "max.request.partition.size.limit",
     # the transaction coordinator (broker.txn)
     "transaction.max.timeout.ms", "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+    "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
     "transaction.partition.verification.enable",
     # groups and their offsets (broker.groups)
@@ -407,7 +424,8 @@ BROKER_PROPERTIES = frozenset({
     "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",
     "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
     "offsets.topic.num.partitions", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes", "offsets.commit.timeout.ms",
+    "offset.metadata.max.bytes", "offsets.commit.timeout.ms", "offsets.topic.segment.bytes",
+    "offsets.topic.compression.codec", "offsets.load.buffer.size",
     # the cluster and replication (broker.cluster, broker.replication)
     "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "broker.rack",
     "offsets.topic.replication.factor", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",

@@ -77,9 +77,10 @@ from trafka.broker.groups.records import (
 )
 from trafka.broker.groups.state import ClassicGroupState
 from trafka.broker.groups.timers import Timers
-from trafka.broker.internal_topics import WRITE_ERRORS, partition_for
+from trafka.broker.internal_topics import WRITE_ERRORS, partition_for, read_for_load
 from trafka.broker.topics import OFFSETS_TOPIC
 from trafka.storage.log import AppendInfo, AppendOrigin
+from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.primitives import DecodeError
 from trafka.wire.records import (
@@ -87,7 +88,6 @@ from trafka.wire.records import (
     ControlRecordType,
     RecordBatch,
     build_batch,
-    iter_batches,
     parse_control_record_key,
 )
 
@@ -97,17 +97,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Topic configs of ``__consumer_offsets``, besides ``segment.bytes`` (``offsets.topic.segment.bytes``).
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
-    "segment.bytes": str(100 * 1024 * 1024),
 }
 DEFAULT_GROUP_MAX_SIZE = 2**31 - 1
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000
 #: Kafka's offsets.commit.timeout.ms: how long a write waits to be replicated before it is answered.
 DEFAULT_COMMIT_TIMEOUT_MS = 5_000
-# How much of a partition is read at once while replaying __consumer_offsets.
-LOAD_READ_BYTES = 4 * 1024 * 1024
 
 
 Group = ClassicGroup | ConsumerGroup
@@ -369,7 +367,7 @@ class GroupCoordinator:
         try:
             topic = await topics.create(
                 OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor,
-                dict(OFFSETS_TOPIC_CONFIGS)
+                {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(self.config.offsets_topic_segment_bytes)}
             )
         except KafkaError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # created by another request meanwhile
@@ -425,12 +423,13 @@ class GroupCoordinator:
             return None
         try:
             partition = self._offsets_partition(group_id)
+            compression = Compression(self.config.offsets_topic_compression_codec)
             if producer_id == NO_PRODUCER_ID:
-                info = partition.append(bytearray(build_batch(records)))
+                info = partition.append(bytearray(build_batch(records, compression=compression)))
             else:
                 batch = build_batch(
-                    records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
-                    is_transactional=True,
+                    records, compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+                    base_sequence=0, is_transactional=True,
                 )
                 info = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
         except KafkaError as exc:
@@ -566,31 +565,20 @@ class GroupCoordinator:
         replayed too."""
         storage_log = partition.log
         # Like Kafka's coordinator loader, read to the log end: as leader, all of it will be committed.
-        offset = storage_log.log_start_offset
+        start = offset = storage_log.log_start_offset
         count = 0
-        while offset < storage_log.log_end_offset:
-            end = storage_log.log_end_offset
-            info = storage_log.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_batch=True)
-            if info.records is None or info.records.size == 0:
-                break
-            data = info.records.read()
-            next_offset = offset
-            for batch in iter_batches(data):
-                next_offset = batch.last_offset + 1
-                if next_offset <= offset:
-                    continue
+        for batches in read_for_load(storage_log, self.config.offsets_load_buffer_size):
+            for batch in batches:
                 producer_id = batch.producer_id
                 if batch.is_control:
                     if producer_id != NO_PRODUCER_ID:
                         self._replay_control_batch(load.index, batch)
                     continue
                 for record in batch.records():
-                    if record.offset >= offset:
+                    if record.offset >= start:
                         self._replay(record.key, record.value, record.offset, producer_id)
                         count += 1
-            if next_offset <= offset:
-                break
-            offset = next_offset
+            offset = batches[-1].last_offset + 1
             await trio.sleep(0)
             if self._led.get(load.index) is not load:
                 break  # resigned meanwhile: the caller sees it

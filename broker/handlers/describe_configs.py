@@ -336,6 +336,13 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                      "Partitions of the __consumer_offsets topic."),
     "offsets.retention.minutes": ("offsets_retention_minutes", ConfigType.INT,
                                   "How long committed offsets of an empty group are kept."),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", ConfigType.INT,
+                                    "segment.bytes of the __consumer_offsets topic, at its creation."),
+    "offsets.topic.compression.codec": ("offsets_topic_compression_codec", ConfigType.INT,
+                                        "Codec of the group coordinator's writes: 0 none, 1 gzip, 2 snappy, 3 lz4, "
+                                        "4 zstd."),
+    "offsets.load.buffer.size": ("offsets_load_buffer_size", ConfigType.INT,
+                                 "Bytes read at a time while the groups of a __consumer_offsets partition load."),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", ConfigType.INT,
                                    "Longest transaction timeout a producer may ask for."),
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", ConfigType.INT,
@@ -346,6 +353,8 @@ _BROKER_FIELDS: dict[str, tuple[str, ConfigType, str]] = {
                                       "min.insync.replicas of the __transaction_state topic."),
     "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", ConfigType.INT,
                                             "segment.bytes of the __transaction_state topic."),
+    "transaction.state.log.load.buffer.size": ("transaction_state_log_load_buffer_size", ConfigType.INT,
+                                               "Bytes read at a time while a __transaction_state partition loads."),
     "transactional.id.expiration.ms": ("transactional_id_expiration_ms", ConfigType.INT,
                                        "How long a transactional id stays after its last transaction ended."),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (

@@ -81,6 +81,10 @@ def test_broker_log_properties_become_topic_defaults():
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"listeners": "PLAINTEXT://host"}, "listeners"),
         ({"listeners": "PLAINTEXT://host:http"}, "listeners"),
+        ({"offsets.topic.segment.bytes": "0"}, "offsets.topic.segment.bytes=0: must be at least 1"),
+        ({"offsets.load.buffer.size": "-1"}, "offsets.load.buffer.size=-1: must be at least 1"),
+        ({"offsets.topic.compression.codec": "5"}, "offsets.topic.compression.codec=5: expected a codec id"),
+        ({"transaction.state.log.load.buffer.size": "0"}, "transaction.state.log.load.buffer.size=0"),
     ],
 )
 def test_bad_properties_name_the_property(props, message):

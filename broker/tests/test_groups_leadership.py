@@ -17,6 +17,7 @@ from trafka.broker.groups.coordinator import GroupCoordinator
 from trafka.broker.partition import NO_LEADER
 from trafka.broker.tests.test_groups import commit, create_topics, fetch, heartbeat, join, sync, wait_for
 from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
@@ -331,3 +332,29 @@ async def _appended(partition, before: int) -> bool:
 
 async def _unreplicated(coordinator, group_id: str) -> bool:
     return group_id in coordinator._unreplicated
+
+
+async def test_the_offsets_topic_takes_the_offsets_topic_settings(broker_factory):
+    # offsets.topic.segment.bytes at its creation, offsets.topic.compression.codec on every write, and a
+    # load that reads offsets.load.buffer.size bytes at a time still replays everything.
+    broker = await broker_factory(**{"offsets.topic.segment.bytes": "1048576", "offsets.topic.compression.codec": "3",
+                                     "offsets.topic.num.partitions": "1", "offsets.load.buffer.size": "100"})
+    client = await broker.client()
+    await create_topics(client, t=1)
+    for offset in range(5):
+        assert await commit(client, "g", {("t", 0): (offset, "")}) == {("t", 0): ErrorCode.NONE}
+
+    topic = broker.broker.topics.get(OFFSETS_TOPIC)
+    assert topic.log_config.segment_bytes == 1048576
+    partition = topic.partitions[0]
+    batches = list(partition.log.batches_from(0))
+    assert batches and all(batch.compression == Compression.LZ4 for batch in batches)
+    coordinator = broker.broker.groups
+    coordinator.on_partition_leadership(0, False)
+    coordinator.on_partition_leadership(0, True)
+
+    async def loaded() -> bool:
+        return coordinator.group_error("g") == ErrorCode.NONE
+
+    await wait_for(loaded, "the partition to load")
+    assert await fetch(client, "g", {"t": [0]}) == (ErrorCode.NONE, {("t", 0): (4, "")})

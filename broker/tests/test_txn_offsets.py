@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import trio
 
-import trafka.broker.groups.coordinator as coordinator_module
 from trafka.broker.groups.offsets import OffsetAndMetadata, OffsetStore
 from trafka.broker.groups.records import OffsetCommitKey, decode_key, decode_offset_commit_value
 from trafka.broker.tests.conftest import start_broker
@@ -348,7 +347,7 @@ async def test_a_marker_appended_while_the_partition_loads_is_replayed(running, 
     # Leadership lost and won again: the partition loads in the coordinator's task, one batch at a
     # time here. The marker is appended half-way: complete_transaction leaves it to the load, which
     # must read on to the log end as it is then.
-    monkeypatch.setattr(coordinator_module, "LOAD_READ_BYTES", 1)
+    monkeypatch.setattr(coordinator.config, "offsets_load_buffer_size", 1)  # offsets.load.buffer.size
     coordinator.on_partition_leadership(index, False)
     coordinator.on_partition_leadership(index, True)
     for _ in range(10):

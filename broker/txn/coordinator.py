@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from trafka.broker.internal_topics import WRITE_ERRORS, partition_for
+from trafka.broker.internal_topics import WRITE_ERRORS, partition_for, read_for_load
 from trafka.broker.partition import Partition
 from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from trafka.broker.txn.markers import TxnMarker, write_markers
@@ -149,10 +149,11 @@ class TransactionCoordinator:
             started = time.monotonic()
             loaded: dict[str, TransactionMetadata] = {}
             count = 0
-            for batch in partition.log.batches_from(partition.log.log_start_offset):
-                if batch.is_control:
-                    continue
-                for record in batch.records():
+            start = partition.log.log_start_offset
+            for batches in read_for_load(partition.log, self.config.transaction_state_log_load_buffer_size):
+                for record in (r for batch in batches if not batch.is_control for r in batch.records()):
+                    if record.offset < start:
+                        continue
                     count += 1
                     try:
                         transactional_id = decode_key(record.key)
@@ -163,8 +164,7 @@ class TransactionCoordinator:
                     except (DecodeError, ValueError, TypeError, IndexError) as exc:
                         log.warning("skipping a %s-%d record that cannot be read: %s",
                                     TRANSACTION_STATE_TOPIC, index, exc)
-                if count % 1000 == 0:
-                    await trio.sleep(0)
+                await trio.sleep(0)
             if self._led.get(index) is not scope:
                 return
             self.transactions.update(loaded)
