@@ -315,12 +315,7 @@ class BrokerConfig:
         config.offsets_retention_minutes = _int(
             props, "offsets.retention.minutes", config.offsets_retention_minutes
         )
-        for name in ("offsets.topic.segment.bytes", "offsets.load.buffer.size"):
-            attribute = name.replace(".", "_")
-            value = _int(props, name, getattr(config, attribute))
-            if value < 1:
-                raise ConfigError(f"{name}={value}: must be at least 1")
-            setattr(config, attribute, value)
+        _read_positive(config, props, "offsets.topic.segment.bytes", "offsets.load.buffer.size")
         config.offsets_topic_compression_codec = _int(
             props, "offsets.topic.compression.codec", config.offsets_topic_compression_codec
         )
@@ -334,16 +329,11 @@ class BrokerConfig:
         if config.zookeeper_connect is not None:
             config.transaction_state_log_replication_factor = 3
             config.transaction_state_log_min_isr = 2
-        for name in ("transaction.max.timeout.ms", "transaction.state.log.num.partitions",
-                     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-                     "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
-                     "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                     "transaction.remove.expired.transaction.cleanup.interval.ms"):
-            attribute = name.replace(".", "_")
-            value = _int(props, name, getattr(config, attribute))
-            if value < 1:
-                raise ConfigError(f"{name}={value}: must be at least 1")
-            setattr(config, attribute, value)
+        _read_positive(config, props, "transaction.max.timeout.ms", "transaction.state.log.num.partitions",
+                       "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                       "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+                       "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                       "transaction.remove.expired.transaction.cleanup.interval.ms")
         config.transaction_partition_verification_enable = _bool(
             props, "transaction.partition.verification.enable", config.transaction_partition_verification_enable
         )
@@ -377,10 +367,15 @@ def _read_cluster_settings(config: BrokerConfig, props: Mapping[str, str]) -> No
                                                 config.auto_leader_rebalance_enable)
     if config.zookeeper_connect is not None:
         config.offsets_topic_replication_factor = 3
-    for name in ("offsets.topic.replication.factor", "leader.imbalance.check.interval.seconds",
-                 "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
-                 "replica.fetch.min.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
-                 "replica.fetch.backoff.ms"):
+    _read_positive(config, props, "offsets.topic.replication.factor", "leader.imbalance.check.interval.seconds",
+                   "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
+                   "replica.fetch.min.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
+                   "replica.fetch.backoff.ms")
+
+
+def _read_positive(config: BrokerConfig, props: Mapping[str, str], *names: str) -> None:
+    """Integer settings that must be at least 1, each into the attribute of its name (dots as underscores)."""
+    for name in names:
         attribute = name.replace(".", "_")
         value = _int(props, name, getattr(config, attribute))
         if value < 1:
