@@ -439,8 +439,8 @@ def test_offset_commit_to_unknown_topics_and_partitions(brokers):
 
     def ask(client: WireClient):
         create(client, "committed", 2)
-        response = client.request(C(group_id="committer", generation_id_or_member_epoch=-1, member_id="",
-                                    group_instance_id=None, topics=[
+        response = group_request(client, C(group_id="committer", generation_id_or_member_epoch=-1, member_id="",
+                                           group_instance_id=None, topics=[
             C.OffsetCommitRequestTopic(name=name, partitions=[
                 C.OffsetCommitRequestPartition(partition_index=p, committed_offset=0, committed_leader_epoch=-1,
                                                committed_metadata="") for p in (0, 5)])
@@ -559,6 +559,26 @@ def test_incremental_alter_configs_of_a_topic(brokers, case):
                 seen.append(describe())
             values = seen[-1]
         return result.error_code, result.error_message, values
+
+    assert_same(on_both(brokers, ask))
+
+
+#: Broker defaults of topic configs that trafka keeps as Kafka has them.
+TOPIC_DEFAULTS = ("log.segment.bytes", "message.max.bytes", "log.message.timestamp.after.max.ms",
+                  "log.message.timestamp.before.max.ms", "log.message.timestamp.type", "log.cleanup.policy",
+                  "min.insync.replicas", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+                  "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio", "log.retention.bytes",
+                  "log.segment.delete.delay.ms", "log.roll.jitter.ms")
+
+
+def test_the_topic_defaults_are_kafkas(brokers):
+    R = DescribeConfigsRequest.DescribeConfigsResource
+
+    def ask(client: WireClient):
+        response = client.request(DescribeConfigsRequest(resources=[
+            R(resource_type=4, resource_name="1", configuration_keys=list(TOPIC_DEFAULTS))],
+            include_synonyms=False, include_documentation=False), 4)
+        return {config.name: config.value for config in response.results[0].configs}
 
     assert_same(on_both(brokers, ask))
 

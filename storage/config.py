@@ -37,7 +37,7 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = CREATE_TIME
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000  # an hour, as in Kafka 4
     cleanup_policy: str = CLEANUP_POLICY_DELETE
     retention_ms: int = 604800000
     retention_bytes: int = -1
