@@ -8,6 +8,6 @@ plugin and ``trafka.broker.testing`` (``broker/``).
 """
 import sys
 
-from trafka.broker.cli import main
+from trafka.broker.tools.cli import main
 
 sys.exit(main())

@@ -29,5 +29,5 @@ def test_each_layer_is_mapped_to_its_folder() -> None:
 
 def test_entry_points_name_trafka_modules() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"] == {"trafka": "trafka.broker.cli:main"}
-    assert project["entry-points"]["pytest11"] == {"trafka": "trafka.broker.pytest_plugin"}
+    assert project["scripts"] == {"trafka": "trafka.broker.tools.cli:main"}
+    assert project["entry-points"]["pytest11"] == {"trafka": "trafka.broker.testing.pytest_plugin"}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trafka.broker import zookeeper_server
-from trafka.broker.zookeeper_server import FETCHED_JARS, ZooKeeperNotFound, find_classpath, find_or_fetch
+from trafka.broker.tools import zookeeper_server
+from trafka.broker.tools.zookeeper_server import FETCHED_JARS, ZooKeeperNotFound, find_classpath, find_or_fetch
 
 
 def jars(directory: Path, *names: str) -> Path:

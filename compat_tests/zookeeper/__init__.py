@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trafka.broker.zookeeper_server import SERVER_CONFIG, four_letter_word, free_port, serves_clients
+from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, free_port, serves_clients
 from compat_tests.process import ChildProcess
 
 HERE = Path(__file__).resolve().parent

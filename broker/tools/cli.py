@@ -156,15 +156,15 @@ async def run(config: BrokerConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "cluster":
-        from trafka.broker.local_cluster import main as cluster
+        from trafka.broker.tools.local_cluster import main as cluster
 
         return cluster(argv[1:])
     if argv and argv[0] == "control":
-        from trafka.broker.control_client import main as control
+        from trafka.broker.tools.control_client import main as control
 
         return control(argv[1:])
     if argv and argv[0] in TOOLS:
-        from trafka.broker.tools import main as run_tool
+        from trafka.broker.tools.commands import main as run_tool
 
         return run_tool(["--bootstrap-server", *_bootstrap(argv[1:]), argv[0], *_without_bootstrap(argv[1:])])
     args = build_parser().parse_args(argv)
@@ -213,7 +213,7 @@ def _bootstrap(argv: list[str]) -> list[str]:
             return [argv[index + 1]]
         if item.startswith("--bootstrap-server="):
             return [item.split("=", 1)[1]]
-    from trafka.broker.tools import DEFAULT_BOOTSTRAP
+    from trafka.broker.tools.commands import DEFAULT_BOOTSTRAP
 
     return [DEFAULT_BOOTSTRAP]
 

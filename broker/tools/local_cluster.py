@@ -6,7 +6,7 @@
 Each broker is its own ``python -m trafka`` process (trafka.broker.testing.TrafkaCluster), with broker ids
 1..n on consecutive ports, their data under ``--data-dir`` (a temporary directory removed at exit when
 not given). Without ``--zookeeper`` a ZooKeeper is started from a local installation
-(trafka.broker.zookeeper_server: Debian's package, a release, ...) and stopped at exit; where there is
+(trafka.broker.tools.zookeeper_server: Debian's package, a release, ...) and stopped at exit; where there is
 none, it is fetched from Maven Central into trafka's cache, after a question on a terminal. Once every
 broker serves, one line says where:
 

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from trafka.broker.admin_client import AdminClient, ClientError, check
+from trafka.broker.tools.admin_client import AdminClient, ClientError, check
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,

@@ -12,7 +12,7 @@
         broker.wait_for_hits(rule["id"])  # instead of a sleep
 
 :class:`TrafkaCluster` runs several brokers as one replicated cluster coordinated through ZooKeeper.
-The pytest plugin (``trafka.broker.pytest_plugin``) offers the same as fixtures. The broker runs as
+The pytest plugin (``trafka.broker.testing.pytest_plugin``) offers the same as fixtures. The broker runs as
 ``python -P -m trafka`` with the interpreter running the caller, listening on 127.0.0.1: ``-P`` keeps
 the working directory off its path, so that nothing of the caller's project stands in for trafka. Its
 log goes to ``broker.log`` beside the data directory.
@@ -34,10 +34,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from trafka.broker.admin_client import AdminClient, ClientError
-from trafka.broker.control_client import ControlClient, ControlError
+from trafka.broker.tools.admin_client import AdminClient, ClientError
+from trafka.broker.tools.control_client import ControlClient, ControlError
 from trafka.wire.errors import ErrorCode
-from trafka.broker.zookeeper_server import LocalZooKeeper, ZooKeeperError
+from trafka.broker.tools.zookeeper_server import LocalZooKeeper, ZooKeeperError
 from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
 
 READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")

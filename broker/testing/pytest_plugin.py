@@ -14,7 +14,7 @@ Fixtures:
   brokers coordinate through the ZooKeeper given with ``--trafka-zookeeper HOST:PORT`` (or the
   ``trafka_zookeeper`` ini option, or ``$TRAFKA_ZOOKEEPER``); without one, a ZooKeeper is started for
   the session from a local installation, fetched from Maven Central where there is none
-  (trafka.broker.zookeeper_server). Each cluster has its own chroot.
+  (trafka.broker.tools.zookeeper_server). Each cluster has its own chroot.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 
 from trafka.broker.testing import TrafkaBroker, TrafkaCluster
-from trafka.broker.zookeeper_server import LocalZooKeeper
+from trafka.broker.tools.zookeeper_server import LocalZooKeeper
 
 _topic_numbers = itertools.count()
 
