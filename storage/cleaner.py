@@ -78,9 +78,20 @@ from trafka.storage.checkpoints import (
 from trafka.storage.config import LONG_MAX, LogConfig
 from trafka.storage.index import AbortedTxn
 from trafka.storage.segment import AppendedBatch, LogSegment
-from trafka.wire.compression import Compression, compress, decompress
+from trafka.wire.compression import Compression, compress
 from trafka.wire.errors import ErrorCode, KafkaError
-from trafka.wire.records import LOG_OVERHEAD, MAGIC, RECORD_BATCH_OVERHEAD, RecordBatch, crc32c, encode_varint, read_varint
+from trafka.wire.records import (
+    LOG_OVERHEAD,
+    MAGIC,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    RecordSpan,
+    batch_records_data,
+    crc32c,
+    encode_varint,
+    read_varint,
+    scan_records,
+)
 
 if TYPE_CHECKING:
     from trafka.storage.log import Log
@@ -129,45 +140,6 @@ def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-# One record inside a batch's (decompressed) data: where it starts and ends, its offset and timestamp
-# deltas, where its key lies (-1, -1 for a null key) and whether its value is null.
-RecordSpan = tuple[int, int, int, int, int, int, bool]
-
-
-def scan_records(data: bytes, count: int) -> list[RecordSpan]:
-    """The ``count`` records of a batch's records data, located without decoding headers or copying."""
-    spans: list[RecordSpan] = []
-    read = read_varint
-    position = 0
-    size = len(data)
-    try:
-        for _ in range(count):
-            start = position
-            length, position = read(data, position)
-            end = position + length
-            if length < 0 or end > size:
-                raise _corrupt(f"a record declares {length} bytes but {size - position} remain")
-            position += 1  # record attributes
-            timestamp_delta, position = read(data, position)
-            offset_delta, position = read(data, position)
-            key_length, position = read(data, position)
-            if key_length < 0:
-                key_start = key_end = -1
-            else:
-                key_start = position
-                key_end = position = position + key_length
-            value_length, position = read(data, position)
-            if position > end or key_end > end:
-                raise _corrupt("a record's fields run past its end")
-            spans.append((start, end, offset_delta, timestamp_delta, key_start, key_end, value_length < 0))
-            position = end
-    except IndexError:
-        raise _corrupt("a record ends past the end of its batch") from None
-    if position != size:
-        raise _corrupt(f"{size - position} bytes remain after the last of {count} records")
-    return spans
-
-
 def _rebased_record(data: bytes, span: RecordSpan, timestamp_shift: int) -> bytes:
     """The record at ``span`` with its timestamp delta made ``timestamp_shift`` larger, the rest as it was."""
     _, position = read_varint(data, span[0])
@@ -175,17 +147,6 @@ def _rebased_record(data: bytes, span: RecordSpan, timestamp_shift: int) -> byte
     _, rest = read_varint(data, position + 1)
     body = attributes + encode_varint(span[3] + timestamp_shift) + data[rest:span[1]]
     return encode_varint(len(body)) + body
-
-
-def batch_records_data(batch: RecordBatch) -> bytes:
-    """The records data of ``batch``, decompressed."""
-    start = batch.position + RECORD_BATCH_OVERHEAD
-    end = batch.position + batch.size
-    payload = memoryview(batch.buffer)[start:end]
-    codec = batch.compression
-    if codec is Compression.NONE:
-        return bytes(payload)
-    return decompress(codec, payload)
 
 
 # -- the offset map --------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ from pathlib import Path
 
 from trafka.storage import files
 from trafka.storage.checkpoints import atomic_write, fsync_path
-from trafka.storage.cleaner import batch_records_data, scan_records
 from trafka.storage.config import LONG_MAX, LogConfig
 from trafka.storage.index import AbortedTxn, CorruptIndexError
 from trafka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
@@ -57,7 +56,9 @@ from trafka.wire.records import (
     NO_TIMESTAMP,
     BatchHeader,
     RecordBatch,
+    batch_records_data,
     iter_batches,
+    scan_records,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,

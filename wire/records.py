@@ -3,7 +3,9 @@
 Record data stays bytes from Produce to disk to Fetch. A :class:`RecordBatch` is a view over one
 batch inside a larger buffer: its header fields are read straight from the buffer with precompiled
 structs, nothing is decoded until asked, and the records themselves are only parsed (and
-decompressed) by :meth:`RecordBatch.records`, for the few features that need them.
+decompressed) by :meth:`RecordBatch.records`, for the few features that need them. Where only
+keys, deltas and record bounds matter (compaction, key and timestamp checks on append),
+:func:`scan_records` locates the records in :func:`batch_records_data` without decoding them.
 
 Layout of a batch (big-endian; the CRC-32C covers ``attributes`` to the end of the batch)::
 
@@ -74,6 +76,9 @@ __all__ = [
     "build_control_batch",
     "parse_control_record_key",
     "parse_end_transaction_marker",
+    "batch_records_data",
+    "RecordSpan",
+    "scan_records",
     "crc32c",
 ]
 
@@ -609,6 +614,58 @@ def _decode_records(
         )
     if position != size:
         raise _invalid(f"{size - position} bytes remain after the last of {count} records")
+
+
+# -- records located, not decoded -----------------------------------------------------------------
+
+def batch_records_data(batch: RecordBatch) -> bytes:
+    """The records data of ``batch``, decompressed."""
+    start = batch.position + RECORD_BATCH_OVERHEAD
+    end = batch.position + batch.size
+    payload = memoryview(batch.buffer)[start:end]
+    codec = batch.compression
+    if codec is Compression.NONE:
+        return bytes(payload)
+    return decompress(codec, payload)
+
+
+# One record inside a batch's (decompressed) data: where it starts and ends, its offset and timestamp
+# deltas, where its key lies (-1, -1 for a null key) and whether its value is null.
+RecordSpan = tuple[int, int, int, int, int, int, bool]
+
+
+def scan_records(data: bytes, count: int) -> list[RecordSpan]:
+    """The ``count`` records of a batch's records data, located without decoding headers or copying."""
+    spans: list[RecordSpan] = []
+    read = read_varint
+    position = 0
+    size = len(data)
+    try:
+        for _ in range(count):
+            start = position
+            length, position = read(data, position)
+            end = position + length
+            if length < 0 or end > size:
+                raise _corrupt(f"a record declares {length} bytes but {size - position} remain")
+            position += 1  # record attributes
+            timestamp_delta, position = read(data, position)
+            offset_delta, position = read(data, position)
+            key_length, position = read(data, position)
+            if key_length < 0:
+                key_start = key_end = -1
+            else:
+                key_start = position
+                key_end = position = position + key_length
+            value_length, position = read(data, position)
+            if position > end or key_end > end:
+                raise _corrupt("a record's fields run past its end")
+            spans.append((start, end, offset_delta, timestamp_delta, key_start, key_end, value_length < 0))
+            position = end
+    except IndexError:
+        raise _corrupt("a record ends past the end of its batch") from None
+    if position != size:
+        raise _corrupt(f"{size - position} bytes remain after the last of {count} records")
+    return spans
 
 
 # -- control records -------------------------------------------------------------------------------

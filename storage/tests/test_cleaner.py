@@ -20,14 +20,12 @@ from trafka.storage.cleaner import (
     Throttler,
     filthiest_log,
     log_to_clean,
-    scan_records,
-    batch_records_data,
 )
 from trafka.storage.config import LogConfig
 from trafka.storage.log import AppendOrigin, Log
 from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode, KafkaError, RecordError
-from trafka.wire.records import ControlRecordType, RecordBatch, SimpleRecord, build_batch, build_control_batch
+from trafka.wire.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
 
 COMPACT = LogConfig(
     cleanup_policy="compact", segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096,
@@ -85,17 +83,7 @@ def _clean(log: Log, checkpoint: CleanerCheckpoint | None = None, **config) -> o
     return Cleaner(CleanerConfig(**config)).clean_log(log, checkpoint, now_ms=NOW)
 
 
-# -- records and the offset map ----------------------------------------------------------------------------
-
-def test_scan_records_finds_keys_values_and_deltas() -> None:
-    batch = RecordBatch(_batch([("a", "1"), (None, "2"), ("c", None)]))
-    data = batch_records_data(batch)
-    spans = scan_records(data, batch.record_count)
-    assert [s[2] for s in spans] == [0, 1, 2]
-    assert [s[3] for s in spans] == [0, 1, 2]
-    assert data[spans[0][4]:spans[0][5]] == b"a" and spans[1][4] == -1
-    assert [s[6] for s in spans] == [False, False, True]
-
+# -- the offset map ----------------------------------------------------------------------------------------
 
 def test_offset_map_holds_the_latest_offset_and_refuses_new_keys_when_full() -> None:
     offset_map = OffsetMap(OffsetMap.ENTRY_BYTES * 4, load_factor=0.75)

@@ -23,11 +23,13 @@ from trafka.wire.records import (
     RecordBatch,
     SimpleRecord,
     TimestampType,
+    batch_records_data,
     build_batch,
     build_control_batch,
     iter_batches,
     parse_control_record_key,
     parse_end_transaction_marker,
+    scan_records,
     set_base_offset,
     set_log_append_time,
     set_max_timestamp,
@@ -223,6 +225,31 @@ def test_records_without_timestamp_take_the_base_timestamp() -> None:
 def test_build_batch_rejects_an_empty_batch() -> None:
     with pytest.raises(ValueError):
         build_batch([])
+
+
+# -- records located, not decoded ------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_scan_records_finds_keys_values_and_deltas(codec: Compression) -> None:
+    records = [SimpleRecord(b"a", b"1", [("h", b"0")], 1000), SimpleRecord(None, b"2", [("h", b"1")], 1001),
+               SimpleRecord(b"c", None, [("h", b"2")], 1002)]
+    batch = RecordBatch(build_batch(records, compression=codec, base_timestamp=1000))
+    data = batch_records_data(batch)
+    spans = scan_records(data, batch.record_count)
+    assert [s[2] for s in spans] == [0, 1, 2]
+    assert [s[3] for s in spans] == [0, 1, 2]
+    assert data[spans[0][4]:spans[0][5]] == b"a" and spans[1][4] == -1
+    assert [s[6] for s in spans] == [False, False, True]
+    assert spans[0][0] == 0 and spans[-1][1] == len(data)
+
+
+def test_scan_records_refuses_records_data_that_does_not_add_up() -> None:
+    batch = RecordBatch(build_batch([SimpleRecord(b"a", b"1", (), 1000)]))
+    data = batch_records_data(batch)
+    for broken in (data[:-1], data + b"\x00"):
+        with pytest.raises(KafkaError) as info:
+            scan_records(broken, 1)
+        assert info.value.code == ErrorCode.CORRUPT_MESSAGE
 
 
 # -- control batches -------------------------------------------------------------------------------
