@@ -48,10 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import brokers, machine
-from bench.run import Progress, write_results
+from bench.common import RESULTS_DIR, Progress, write_results
 from bench.workloads import run_workload
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MB = 1_000_000
 WORKLOAD_TIMEOUT_S = 400.0
 CLEANING_TIMEOUT_S = 600.0

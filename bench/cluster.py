@@ -44,10 +44,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import brokers, machine
-from bench.run import Progress, in_turns, size_label, write_results
+from bench.common import RESULTS_DIR, Progress, in_turns, size_label, write_results
 from bench.workloads import run_workload
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD_TIMEOUT_S = 400.0
 READY_TIMEOUT_S = 30.0

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench import brokers
-from bench.run import RESULTS_DIR, WORKLOAD_TIMEOUT_S
+from bench.common import RESULTS_DIR, WORKLOAD_TIMEOUT_S
 from bench.workloads import run_workload
 
 

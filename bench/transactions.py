@@ -52,10 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import brokers, machine
-from bench.run import in_turns, lookup, size_label, write_results
+from bench.common import RESULTS_DIR, in_turns, lookup, size_label, write_results
 from bench.workloads import _CpuWindow, _quiet, _rate, _workload_result
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 WORKLOAD_TIMEOUT_S = 300.0
 INIT_TIMEOUT_S = 60.0  # the first InitProducerId creates the transaction state topic (50 partitions)
 OPERATION_TIMEOUT_S = 30.0
