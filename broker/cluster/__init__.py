@@ -3,9 +3,12 @@ topics: their partitions' replicas, configs, and each partition's leader and ISR
 
 Brokers in separate processes coordinate through Apache ZooKeeper in Kafka's own ZooKeeper-mode layout
 (``trafka.broker.cluster.zookeeper``), so that the state can be read with ZooKeeper's tools as Kafka engineers
-know it. A broker without ``zookeeper.connect`` is a cluster of one and needs none of this; until
-replication is served, a broker refuses ``zookeeper.connect`` (broker.config) and this package is the
-coordination layer the replicated cluster is built on.
+know it. A broker without ``zookeeper.connect`` is a cluster of one and needs none of this. With it, the
+broker takes its part in the cluster here: the controller's decisions (``cluster.controller``), the topics as
+the cluster has them (``cluster.topics``), and each partition's leader, epoch and ISR, by which the replica
+manager (``trafka.broker.replication``) leads or follows. This module holds what they share: a broker's
+registration, a partition's state, a topic's assignment, a change of the cluster's state, and the error
+that keeps a broker out of the cluster.
 """
 from __future__ import annotations
 
