@@ -196,7 +196,6 @@ class ClientConnection:
 
     async def send_chunks(self, chunks: list[Chunk]) -> None:
         pending: list[Chunk] = []
-        pending_size = 0
         for chunk in chunks:
             if isinstance(chunk, FileSlice) and chunk.size < SENDFILE_MIN:
                 try:
@@ -206,16 +205,15 @@ class ClientConnection:
             if isinstance(chunk, FileSlice):
                 if pending:
                     await self.stream.send_all(b"".join(pending))
-                    pending, pending_size = [], 0
+                    pending = []
                 await self._sendfile(chunk)
             elif len(chunk) >= GATHER_LIMIT:
                 if pending:
                     await self.stream.send_all(b"".join(pending))
-                    pending, pending_size = [], 0
+                    pending = []
                 await self.stream.send_all(chunk)
             else:
                 pending.append(chunk)
-                pending_size += len(chunk)
         if pending:
             await self.stream.send_all(b"".join(pending))
 
