@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from trafka.broker.peer import PeerConnection
 from trafka.broker.replication.fetcher import FollowedPartition, ReplicaFetcher
-from trafka.broker.replication.peer import PeerConnection
 from compat_tests.clients import ConfluentClient, numbered_messages
 from compat_tests.harness import BrokerProcess
 from compat_tests.wire_client import WireClient

@@ -59,7 +59,7 @@ from typing import Protocol
 
 import trio
 
-from trafka.broker.replication.peer import PeerConnection, PeerError
+from trafka.broker.peer import PeerConnection, PeerError
 from trafka.storage.leader_epoch import UNDEFINED_EPOCH
 from trafka.storage.log import Log
 from trafka.wire.errors import ErrorCode, KafkaError

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from trafka.broker.peer import PeerConnection, PeerError
 from trafka.broker.replication.fetcher import (
     FetchState,
     FollowedPartition,
@@ -24,7 +25,6 @@ from trafka.broker.replication.fetcher import (
     truncate_to_leader_end_offset,
     whole_batches_size,
 )
-from trafka.broker.replication.peer import PeerConnection, PeerError
 from trafka.broker.tests.conftest import KafkaClient, RunningBroker
 from trafka.broker.tests.test_produce_fetch import create_topic, produce
 from trafka.storage.config import LogConfig

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
-from trafka.broker.replication.peer import PeerConnection, PeerError
+from trafka.broker.peer import PeerConnection, PeerError
 from trafka.broker.txn.markers import TxnMarker
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
