@@ -1,11 +1,12 @@
 """An asynchronous connection from this broker to another one (Kafka's NetworkClient, as a follower's
-fetcher and other broker-to-broker senders use it).
+fetcher, the transaction marker channel and other broker-to-broker senders use it).
 
 ``PeerConnection.connect`` opens a TCP stream and exchanges ApiVersions once; ``api_versions`` then
 answers which version of an API both sides speak (the highest common one). ``request`` sends one
 request and returns its decoded response: requests go one at a time (a lock queues concurrent
-callers), each under a fresh correlation id that the response must echo, and the response header
-version follows from the api key and version (ApiVersions' is always v0).
+callers). The framing is ``wire.client``'s: correlation ids, header versions, matching the response
+to its request; bytes are read straight into the buffer the response will use, so a Fetch
+response's records reach the log with one copy from the socket.
 
 Every failure surfaces as ``PeerError``: refused or timed-out connections, a stream that closes or
 breaks, a frame whose size is negative or above ``max_frame_bytes``, a response that does not decode
@@ -15,26 +16,16 @@ arrive and would be taken for the next request's.
 """
 from __future__ import annotations
 
-import itertools
-import struct
-
 import trio
 
-from trafka.wire.messages import ApiVersionsRequest, ApiVersionsResponse
-from trafka.wire.primitives import DecodeError, EncodeError, Message, Writer
-from trafka.wire.protocol import (
-    RESPONSES,
-    ApiKey,
-    RequestHeader,
-    decode_response_header,
-    encode_request_header,
-    response_header_version,
-)
+from trafka.wire.client import NEED_DATA, ClientConnection, ProtocolError, Response
 from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import ApiVersionsRequest, ApiVersionsResponse
+from trafka.wire.primitives import EncodeError, Message
+from trafka.wire.protocol import RESPONSES, ApiKey
 
 __all__ = ["PeerConnection", "PeerError", "API_VERSIONS_VERSION", "DEFAULT_MAX_FRAME_BYTES"]
 
-_SIZE = struct.Struct(">i")
 #: ApiVersions v3 (flexible, carries the client's software name): every broker since Kafka 2.4 serves it.
 API_VERSIONS_VERSION = 3
 #: The largest response frame accepted: Kafka's socket.request.max.bytes (100 MiB) and some room.
@@ -56,16 +47,25 @@ class PeerConnection:
         self.stream = stream
         self.address = address
         self.client_id = client_id
-        self.max_frame_bytes = max_frame_bytes
+        self._protocol = ClientConnection(client_id=client_id, max_frame_size=max_frame_bytes)
         #: The broker's version range of each API it serves, from the ApiVersions exchange.
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.broken = False
-        self._correlation_ids = itertools.count(1)
         self._lock = trio.StrictFIFOLock()
-        self._buffer = bytearray()
+        # A socket is read straight into the protocol's buffer; any other stream through receive_some.
+        self._receive_into = stream.socket.recv_into if isinstance(stream, trio.SocketStream) else None
 
     def __repr__(self) -> str:
         return f"PeerConnection({self.address})"
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest response frame accepted."""
+        return self._protocol.max_frame_size
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        self._protocol.max_frame_size = value
 
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str, connect_timeout_s: float,
@@ -114,69 +114,52 @@ class PeerConnection:
         return version
 
     async def request(self, message: Message, version: int, *, timeout_s: float | None = None) -> Message:
-        """Send ``message`` at ``version`` and return the decoded response (within ``timeout_s``)."""
+        """Send ``message`` at ``version`` and return the decoded response (within ``timeout_s``).
+
+        Every request awaits its response here, so an acks=0 Produce (which gets none) is not for it."""
         async with self._lock:
             if self.broken:
                 raise PeerError(f"{self.address}: the connection is broken")
             api_key = message.API_KEY
             assert api_key is not None
-            correlation_id = next(self._correlation_ids)
-            frame = self._encode(message, version, correlation_id)
+            try:
+                frame = self._protocol.send_request(message, version, expect_response=True)
+            except EncodeError as exc:  # a bug in the caller, not the peer: say so plainly
+                raise ValueError(f"cannot send to {self.address}: {exc}") from exc
             completed = False
             try:
                 with trio.fail_after(timeout_s if timeout_s is not None else float("inf")):
                     await self.stream.send_all(frame)
-                    response_frame = await self._receive_frame()
+                    response = await self._receive()
                 completed = True
             except trio.TooSlowError:
                 raise PeerError(f"{self.address}: no response to {_api_name(api_key)} within {timeout_s} s") from None
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise PeerError(f"{self.address}: connection lost: {exc}") from None
+            except ProtocolError as exc:
+                raise PeerError(f"{self.address}: {exc}") from None
             finally:
                 if not completed:
                     self.broken = True
-            return self._decode(response_frame, api_key, version, correlation_id)
+            return response.body
 
-    def _encode(self, message: Message, version: int, correlation_id: int) -> bytes:
-        writer = Writer()
-        encode_request_header(writer, RequestHeader(message.API_KEY, version, correlation_id, self.client_id))
-        try:
-            message.encode_into(writer, version)
-        except EncodeError as exc:  # a bug in the caller, not the peer: say so plainly
-            raise ValueError(f"cannot send to {self.address}: {exc}") from exc
-        body = writer.to_bytes()
-        return _SIZE.pack(len(body)) + body
-
-    def _decode(self, frame: bytearray, api_key: int, version: int, correlation_id: int) -> Message:
-        view = memoryview(frame)
-        try:
-            received, position = decode_response_header(view, response_header_version(api_key, version))
-            if received != correlation_id:
-                raise DecodeError(f"correlation id {received}, expected {correlation_id}")
-            return RESPONSES[api_key].decode(view[position:], version)
-        except DecodeError as exc:
-            self.broken = True
-            raise PeerError(f"{self.address}: malformed {_api_name(api_key)} v{version} response: {exc}") from None
-
-    async def _receive_frame(self) -> bytearray:
-        size = _SIZE.unpack(await self._receive_exactly(4))[0]
-        if size < 0 or size > self.max_frame_bytes:
-            raise PeerError(f"{self.address}: response frame of {size} bytes (at most {self.max_frame_bytes})")
-        return await self._receive_exactly(size)
-
-    async def _receive_exactly(self, count: int) -> bytearray:
-        buffer = self._buffer
-        while len(buffer) < count:
-            data = await self.stream.receive_some(_RECEIVE_CHUNK)
-            if not data:
-                raise PeerError(f"{self.address} closed the connection")
-            buffer += data
-        if len(buffer) == count:
-            self._buffer = bytearray()
-            return buffer
-        taken = buffer[:count]
-        del buffer[:count]
-        return taken
+    async def _receive(self) -> Response:
+        protocol = self._protocol
+        receive_into = self._receive_into
+        while (event := protocol.next_response()) is NEED_DATA:
+            if receive_into is not None:
+                with protocol.receive_buffer() as room:
+                    count = await receive_into(room)
+                if not count:
+                    raise PeerError(f"{self.address} closed the connection")
+                protocol.received(count)
+            else:
+                data = await self.stream.receive_some(_RECEIVE_CHUNK)
+                if not data:
+                    raise PeerError(f"{self.address} closed the connection")
+                protocol.receive_data(data)
+        assert isinstance(event, Response)
+        return event
 
     async def aclose(self) -> None:
         """Close the stream (at once, also when cancelled)."""
