@@ -1,14 +1,20 @@
 """The broker's state: logs, topics, producer ids, and the background work that keeps them healthy.
 
-Handlers reach everything through :class:`Broker`. It is created by the server once the listeners are
-bound (so the advertised port is known), recovers the logs at :meth:`start`, and flushes and
-checkpoints everything at :meth:`stop`.
+Handlers reach everything through :class:`Broker`; the services it holds do not: each is given the
+narrow things it uses (the topics, the node id, the producer id allocator, a marker writer, a callback).
+The broker is created by the server once the listeners are bound (so the advertised port is known),
+recovers the logs at :meth:`start`, and flushes and checkpoints everything at :meth:`stop`.
+
+The group and transaction coordinators are started with the broker's background tasks when their
+internal topic exists, and otherwise by the first request that needs them
+(:meth:`Broker.group_coordinator`, :meth:`Broker.transaction_coordinator`): a broker that only serves
+producers and assigned consumers never imports the group code, the largest part of its own modules.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -30,7 +36,9 @@ if TYPE_CHECKING:
     from trafka.broker.groups.coordinator import GroupCoordinator
     from trafka.broker.txn.channel import PeerChannel
     from trafka.broker.txn.coordinator import TransactionCoordinator
+    from trafka.broker.txn.markers import TxnMarker
     from trafka.broker.metrics import Metrics
+    from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +71,8 @@ class Broker:
         #: The cluster this broker is one of (broker.cluster), or None: a single node.
         self.cluster: ZooKeeperCluster | None = None
         self.replicas: ReplicaManager | None = None
+        #: Requests of the transaction machinery to the other brokers of the cluster (None: a single node).
+        self.peers: PeerChannel | None = None
         if config.zookeeper_connect is None:
             self.topics = TopicManager(config, self.default_log_config, self.log_manager, self.catalog)
         else:
@@ -78,7 +88,6 @@ class Broker:
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
-        self._peer_channel: PeerChannel | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
 
@@ -98,10 +107,14 @@ class Broker:
             unclean_leader_election_enable=self.default_log_config.unclean_leader_election_enable,
             delete_topic_enable=config.delete_topic_enable,
         )
+        from trafka.broker.txn.channel import PeerChannel
+
         self.replicas = ReplicaManager(config, self.cluster)
         self.replicas.on_leadership = self._on_leadership
-        return ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
-                                   self.replicas)
+        topics = ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
+                                     self.replicas)
+        self.peers = PeerChannel(topics.live_brokers)
+        return topics
 
     def _on_leadership(self, partition: Partition, leading: bool) -> None:
         """The group coordinator follows the leaders of ``__consumer_offsets``' partitions, the
@@ -140,57 +153,58 @@ class Broker:
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
 
-    @property
-    def groups(self) -> GroupCoordinator:
-        """Consumer groups and their committed offsets (kept in ``__consumer_offsets``).
-
-        The coordinator is loaded at start when ``__consumer_offsets`` exists, and otherwise with the
-        first request that needs it: a broker that only serves producers and assigned consumers never
-        imports the group code, the largest part of the broker's own modules.
-        """
+    def group_coordinator(self) -> GroupCoordinator:
+        """The group coordinator: consumer groups and their committed offsets (kept in
+        ``__consumer_offsets``). The first call starts it with the broker's background tasks."""
         if self._groups is None:
             if self._background_tasks is None:
                 raise RuntimeError("the group coordinator runs with the broker's background tasks")
             from trafka.broker.groups.coordinator import GroupCoordinator
 
-            self._groups = GroupCoordinator(self)
+            self._groups = GroupCoordinator(self.config, self.topics, single_node=self.cluster is None)
             self._background_tasks.start_soon(self._groups.run)
         return self._groups
 
     @property
     def loaded_groups(self) -> GroupCoordinator | None:
-        """The group coordinator if a group request has loaded it, without loading it."""
+        """The group coordinator if it has been started, without starting it."""
         return self._groups
 
-    @property
-    def transactions(self) -> TransactionCoordinator:
-        """Transactional ids and their transactions (kept in ``__transaction_state``); loaded like
-        :attr:`groups`, at start when the topic exists and otherwise with the first request for it."""
+    def transaction_coordinator(self) -> TransactionCoordinator:
+        """The transaction coordinator: transactional ids and their transactions (kept in
+        ``__transaction_state``). The first call starts it with the broker's background tasks."""
         if self._transactions is None:
             if self._background_tasks is None:
                 raise RuntimeError("the transaction coordinator runs with the broker's background tasks")
             from trafka.broker.txn.coordinator import TransactionCoordinator
 
-            self._transactions = TransactionCoordinator(self)
+            self._transactions = TransactionCoordinator(
+                self.config, self.topics, node_id=self.node_id, single_node=self.cluster is None,
+                producer_ids=self.producer_ids, offsets_partition_for=self._offsets_partition_for,
+                write_markers=self.write_markers, send_markers=None if self.peers is None else self.peers.send,
+            )
             self._background_tasks.start_soon(self._transactions.run)
         return self._transactions
 
-    @property
-    def peer_channel(self) -> PeerChannel:
-        """The transaction coordinator's requests to other brokers of the cluster (markers), and the
-        partition leaders' to the coordinator (transaction verification)."""
-        if self._peer_channel is None:
-            from trafka.broker.txn.channel import PeerChannel
-
-            self._peer_channel = PeerChannel(self.topics.live_brokers)
-        return self._peer_channel
-
-    async def group_coordinator(self) -> GroupCoordinator:
-        """``groups`` with ``__consumer_offsets`` in place: a group request that stores something
-        creates the topic when no FindCoordinator did before it."""
-        coordinator = self.groups
+    async def _offsets_partition_for(self, group_id: str) -> int:
+        """The partition of ``__consumer_offsets`` that holds ``group_id`` (AddOffsetsToTxn), with the
+        topic in place: a transaction may name a group before any group request created it."""
+        coordinator = self.group_coordinator()
         await coordinator.ensure_offsets_topic()
-        return coordinator
+        return coordinator.partition_for(group_id)
+
+    async def write_markers(self, markers: Sequence[TxnMarker]) -> dict[tuple[str, int], ErrorCode]:
+        """Transaction markers to the partitions led here (broker.txn.markers); once a marker is
+        replicated in a partition of ``__consumer_offsets``, the group coordinator completes the
+        producer's transactional offset commits there."""
+        from trafka.broker.txn.markers import write_markers
+
+        return await write_markers(self.topics, markers, on_replicated=self._complete_transactional_offsets)
+
+    def _complete_transactional_offsets(self, partition: tuple[str, int], marker: TxnMarker) -> None:
+        topic, index = partition
+        if topic == OFFSETS_TOPIC and self._groups is not None:
+            self._groups.complete_transaction(index, marker.producer_id, marker.committed)
 
     async def start(self) -> None:
         """Recover the logs (a broker of a cluster does it in :meth:`run_background`, once it has
@@ -227,9 +241,9 @@ class Broker:
                 if self.cluster is not None:
                     await self._run_cluster(nursery)
                 if self.topics.get(OFFSETS_TOPIC) is not None:
-                    self.groups  # noqa: B018  (loads the coordinator, which replays the topic)
+                    self.group_coordinator()  # which replays the topic
                 if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
-                    self.transactions  # noqa: B018  (likewise)
+                    self.transaction_coordinator()
                 task_status.started()
                 from trafka.broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
 

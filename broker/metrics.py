@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trafka.broker.broker import Broker
+    from trafka.broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.topics import Topic
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,11 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 
 
 class Metrics:
-    """The broker's metrics in a registry of their own."""
+    """The broker's metrics in a registry of their own. Scrapes read the broker's ``topics``, its group
+    coordinator (``groups()``: None until started) and how many ``connections()`` are open."""
 
-    def __init__(self, broker: Broker, connections: Callable[[], int]) -> None:
+    def __init__(self, topics: Iterable[Topic], groups: Callable[[], GroupCoordinator | None],
+                 connections: Callable[[], int]) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         self.registry = CollectorRegistry()
@@ -37,7 +40,7 @@ class Metrics:
                                  registry=self.registry)
         self._bytes_out = Counter("trafka_bytes_out", "Record bytes sent by Fetch, by topic.", ["topic"],
                                   registry=self.registry)
-        self.registry.register(_StateCollector(broker, connections))
+        self.registry.register(_StateCollector(topics, groups, connections))
         self._server = None
 
     def serve(self, host: str, port: int) -> None:
@@ -66,8 +69,10 @@ class Metrics:
 class _StateCollector:
     """What the broker holds, read at each scrape."""
 
-    def __init__(self, broker: Broker, connections: Callable[[], int]) -> None:
-        self.broker = broker
+    def __init__(self, topics: Iterable[Topic], groups: Callable[[], GroupCoordinator | None],
+                 connections: Callable[[], int]) -> None:
+        self.topics = topics
+        self.groups = groups
         self.connections = connections
 
     def collect(self) -> Iterable[object]:
@@ -78,7 +83,7 @@ class _StateCollector:
         watermark = GaugeMetricFamily("trafka_high_watermark", "A partition's high watermark.",
                                       labels=["topic", "partition"])
         leading = under_replicated = 0
-        for topic in self.broker.topics:
+        for topic in self.topics:
             for partition in topic.partitions:
                 if partition.log is None:  # a partition of the cluster with no replica here
                     continue
@@ -97,7 +102,7 @@ class _StateCollector:
         yield GaugeMetricFamily("trafka_connections", "Open client connections.", value=self.connections())
         groups = GaugeMetricFamily("trafka_groups", "Consumer groups, by type and state.", labels=["type", "state"])
         members = GaugeMetricFamily("trafka_group_members", "Members of a consumer group.", labels=["group"])
-        coordinator = self.broker.loaded_groups
+        coordinator = self.groups()
         if coordinator is not None and coordinator.active:
             counts: dict[tuple[str, str], int] = {}
             for group in list(coordinator.groups.values()):

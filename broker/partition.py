@@ -318,6 +318,24 @@ class Partition:
                 self._high_watermark_moved = trio.Event()
             await self._high_watermark_moved.wait()
 
+    async def await_replicated(self, end_offset: int, deadline: float, min_insync_replicas: int = 1) -> ErrorCode:
+        """Wait until every in-sync replica has what this leader appended below ``end_offset`` (the high
+        watermark reaches it), until the Trio clock's ``deadline`` at most; then say how it went, as
+        Kafka's delayed produce does: NONE, NOT_LEADER_OR_FOLLOWER if this broker stopped leading
+        meanwhile, REQUEST_TIMED_OUT if the high watermark did not get there in time, and
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if it did with an ISR smaller than ``min_insync_replicas``.
+        The one way acks=all Produce, transaction markers and the coordinators wait for replication."""
+        if self.log.high_watermark < end_offset:
+            with trio.move_on_at(deadline):
+                await self.wait_for_high_watermark(end_offset)
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < end_offset:
+            return ErrorCode.REQUEST_TIMED_OUT
+        if len(self.isr) < min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
     def isr_candidates(self, max_lag_ms: int, now_ms: int) -> list[int]:
         """Followers outside the ISR that have caught up to the high watermark (and to the start of
         this leader's epoch), and have been caught up within the last ``max_lag_ms``: the replicas this

@@ -53,7 +53,7 @@ class Server:
             if config.metrics_port is not None:
                 from trafka.broker.metrics import Metrics
 
-                broker.metrics = Metrics(broker, lambda: len(self._connections))
+                broker.metrics = Metrics(broker.topics, lambda: broker.loaded_groups, lambda: len(self._connections))
                 broker.metrics.serve(config.host, config.metrics_port)
             control = None
             if config.control_port is not None:

@@ -19,6 +19,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import trio
 
@@ -94,6 +95,19 @@ class Topic:
     @property
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
+
+
+class TopicLookup(Protocol):
+    """What a service that reads partitions needs of the broker's topics (TopicManager is one)."""
+
+    def get(self, name: str) -> Topic | None: ...
+
+
+class TopicCreator(TopicLookup, Protocol):
+    """A topic lookup that also creates topics: the coordinators create their internal topic."""
+
+    async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str | None] | None = None) -> Topic: ...
 
 
 class TopicManager:

@@ -21,7 +21,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from trafka.broker.internal_topics import partition_for
+from trafka.broker.coordinator_runtime import partition_for
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.wire_client import WireClient
 from trafka.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets_checkpoint

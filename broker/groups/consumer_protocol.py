@@ -551,7 +551,7 @@ class ConsumerGroupProtocol:
             names.update(member.subscribed_topic_names)
             if member.subscribed_topic_regex:
                 patterns.add(member.subscribed_topic_regex)
-        topics = self.coordinator.broker.topics
+        topics = self.coordinator.topics
         metadata = {}
         for name in names:
             topic = topics.get(name)
@@ -632,7 +632,7 @@ class ConsumerGroupProtocol:
         return assignment.get(updated.member_id, EMPTY_ASSIGNMENT)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        topic = self.coordinator.broker.topics.by_id(topic_id)
+        topic = self.coordinator.topics.by_id(topic_id)
         return topic.name if topic is not None else None
 
     def _heartbeat_interval(self, group: ConsumerGroup, member: ConsumerGroupMember) -> int:
@@ -741,7 +741,7 @@ class ConsumerGroupProtocol:
             client_host=client_host,
             classic_member_metadata=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)),
         )
-        owned = owned_partitions(subscription, self.coordinator.broker.topics)
+        owned = owned_partitions(subscription, self.coordinator.topics)
         reconciled, moved = self._update_and_reconcile(group, member, stored, updated, owned, records)
 
         # The last consumer-protocol member, a static one, replaced by this classic member: downgrade.
@@ -805,7 +805,7 @@ class ConsumerGroupProtocol:
                 assignment = member_assignment_bytes(
                     member.assigned_partitions,
                     member.classic_member_metadata.supported_protocols[0][1],
-                    self.coordinator.broker.topics,
+                    self.coordinator.topics,
                 )
             except MalformedConsumerProtocol as exc:
                 raise KafkaError(
@@ -958,7 +958,7 @@ class ConsumerGroupProtocol:
             classic.complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
             classic.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         try:
-            group = consumer_group_from_classic(classic, self.coordinator.broker.topics)
+            group = consumer_group_from_classic(classic, self.coordinator.topics)
         except MalformedConsumerProtocol as exc:
             log.warning("group %s: cannot upgrade the classic group to a consumer group: %s", group_id, exc)
             raise KafkaError(
@@ -1029,7 +1029,7 @@ class ConsumerGroupProtocol:
         coordinator = self.coordinator
         try:
             classic = classic_group_from_consumer(
-                group, leaving_member_id, joining, coordinator.broker.topics, coordinator.now_ms()
+                group, leaving_member_id, joining, coordinator.topics, coordinator.now_ms()
             )
         except MalformedConsumerProtocol as exc:
             log.warning("group %s: cannot downgrade the consumer group to a classic group: %s", group_id, exc)
@@ -1038,7 +1038,7 @@ class ConsumerGroupProtocol:
             ) from exc
         replaced = (leaving_member_id, joining.member_id) if joining is not None else None
         all_records = [*(records or []), *self._group_tombstone_records(group, replaced)]
-        coordinator._append(group_id, [*self._encode(all_records), coordinator.group_metadata_record(classic)])
+        coordinator.append(group_id, [*self._encode(all_records), coordinator.group_metadata_record(classic)])
         coordinator.groups.pop(group_id, None)
         self.on_removed(group)
         self._cancel_member_timers(group_id, leaving_member_id)
@@ -1179,14 +1179,14 @@ class ConsumerGroupProtocol:
         """Append ``records`` to the group's partition of __consumer_offsets, then apply them."""
         if not records:
             return
-        self.coordinator._append(group_id, self._encode(records))
+        self.coordinator.append(group_id, self._encode(records))
         for key, value in records:
             if isinstance(key, GroupMetadataKey):
                 # An upgrade: the classic group's metadata is deleted (its members live on in the
                 # consumer group that the following records create).
                 existing = self.coordinator.groups.get(group_id)
                 if isinstance(existing, ClassicGroup):
-                    self.coordinator._remove_group(existing)
+                    self.coordinator.remove_group(existing)
             else:
                 self.replay(key, value)  # type: ignore[arg-type]
 

@@ -7,17 +7,12 @@ of that topic, as in Kafka, so all of a group's records are ordered in one parti
 
 **Coordination follows leadership**, as in Kafka's group coordinator (onElection / onResignation): this
 broker coordinates the groups of the ``__consumer_offsets`` partitions it leads, and FindCoordinator
-names a partition's leader as its groups' coordinator. :meth:`GroupCoordinator.on_partition_leadership`
-is told when this broker becomes, or stops being, the leader of a partition:
-
-- On election the partition is replayed in the coordinator's own task (one partition at a time);
-  meanwhile requests for its groups get COORDINATOR_LOAD_IN_PROGRESS. A partition with an empty log
-  needs no replay and serves at once.
-- On resignation the partition's groups and offsets are dropped from memory, their timers cancelled,
-  and JoinGroup/SyncGroup requests parked on them answered NOT_COORDINATOR.
-- Requests for a group of a partition not led here get NOT_COORDINATOR; while the broker stops,
-  COORDINATOR_NOT_AVAILABLE. On a single node this broker leads every partition, so it coordinates
-  every group (before ``__consumer_offsets`` exists too: it leads each partition once created).
+names a partition's leader as its groups' coordinator. The coordinator runtime
+(:mod:`trafka.broker.coordinator_runtime`) follows the leadership, loads the partitions (requests for
+their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile; NOT_COORDINATOR for a group of a partition not
+led here; COORDINATOR_NOT_AVAILABLE while the broker stops) and writes to them; this module keeps the
+groups' state machines. On resignation the partition's groups and offsets are dropped from memory, their
+timers cancelled, and JoinGroup/SyncGroup requests parked on them answered NOT_COORDINATOR.
 
 **Writes are acknowledged once replicated** (acks=all, as Kafka writes to ``__consumer_offsets``): a
 change is applied in memory when its records are appended to the leader's log, and a response that
@@ -52,10 +47,11 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import trio
 
+from trafka.broker.config import BrokerConfig
+from trafka.broker.coordinator_runtime import CoordinatorRuntime, InternalTopic
 from trafka.broker.groups.classic import ClassicGroup, ClassicGroupMember, GroupType
 from trafka.broker.groups.classic_protocol import ClassicGroupProtocol
 from trafka.broker.groups.consumer import ConsumerGroup
@@ -77,8 +73,8 @@ from trafka.broker.groups.records import (
 )
 from trafka.broker.groups.state import ClassicGroupState
 from trafka.broker.groups.timers import Timers
-from trafka.broker.internal_topics import WRITE_ERRORS, partition_for, read_for_load
-from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.broker.partition import Partition
+from trafka.broker.topics import OFFSETS_TOPIC, TopicCreator
 from trafka.storage.log import AppendInfo, AppendOrigin
 from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -90,10 +86,6 @@ from trafka.wire.records import (
     build_batch,
     parse_control_record_key,
 )
-
-if TYPE_CHECKING:
-    from trafka.broker.broker import Broker
-    from trafka.broker.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -144,69 +136,60 @@ class ListedGroup:
     type: GroupType
 
 
-class PartitionLoad:
-    """A ``__consumer_offsets`` partition led here whose groups are being replayed."""
-
-    __slots__ = ("index", "scope")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.scope = trio.CancelScope()
-
-
-#: The state of a partition led here that serves its groups (a :class:`PartitionLoad` while loading).
-LOADED = "loaded"
+def offsets_topic(config: BrokerConfig) -> InternalTopic:
+    """``__consumer_offsets`` as the broker's ``offsets.*`` settings make it."""
+    return InternalTopic(
+        name=OFFSETS_TOPIC,
+        partitions=config.offsets_topic_num_partitions,
+        replication_factor=config.offsets_topic_replication_factor,
+        configs={**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config.offsets_topic_segment_bytes)},
+        settings=f"offsets.topic.num.partitions={config.offsets_topic_num_partitions}, "
+                 f"offsets.topic.replication.factor={config.offsets_topic_replication_factor}",
+        key_name="group",
+        users="groups",
+        load_buffer_bytes=config.offsets_load_buffer_size,
+        write_timeout_s=int(config.properties.get("offsets.commit.timeout.ms", DEFAULT_COMMIT_TIMEOUT_MS)) / 1000,
+    )
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        properties = broker.config.properties
-        self.initial_rebalance_delay_ms = broker.config.group_initial_rebalance_delay_ms
+    """The groups of the ``__consumer_offsets`` partitions led here, and their offsets.
+
+    It is given what it uses: the broker's settings, its topics (subscriptions are matched against
+    them, and ``__consumer_offsets`` is looked up and created there), and whether it is a single node.
+    The protocol objects (``classic``, ``consumer``) reach it through the members documented as theirs:
+    ``groups``, ``topics``, ``append``, ``remove_group``, ``store_group``, ``drop_group_metadata``,
+    ``check_group``, ``check_group_id``, ``is_serving``, ``stopping``, ``now_ms`` and its settings."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicCreator, *, single_node: bool) -> None:
+        self.config = config
+        self.topics = topics
+        self._single_node = single_node
+        properties = config.properties
+        self.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms
         self.group_max_size = int(properties.get("group.max.size", DEFAULT_GROUP_MAX_SIZE))
         self.offset_metadata_max_bytes = int(properties.get("offset.metadata.max.bytes", OFFSET_METADATA_MAX_SIZE))
         self.retention_check_interval_ms = int(
             properties.get("offsets.retention.check.interval.ms", DEFAULT_RETENTION_CHECK_INTERVAL_MS)
         )
-        self.commit_timeout_ms = int(properties.get("offsets.commit.timeout.ms", DEFAULT_COMMIT_TIMEOUT_MS))
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.timers = Timers()
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
-        #: The partitions of __consumer_offsets led here: LOADED, or their load while it runs.
-        self._led: dict[int, PartitionLoad | str] = {}
-        #: Partitions this broker was told it no longer leads (a single node otherwise leads them all).
-        self._resigned: set[int] = set()
-        self._loading = 0
-        #: Loads waiting for :meth:`run` (leadership can be taken before the coordinator's task starts).
-        self._pending_loads: list[PartitionLoad] = []
-        self._nursery: trio.Nursery | None = None
-        self._load_turn = trio.Lock()  # partitions are replayed one at a time
-        self._load_summary = [0, 0, 0, 0.0]  # partitions, groups, records, seconds: since the last summary
-        #: Group id -> end offset of its last write not yet known to be replicated; and per partition,
-        #: the log end offset at its load when the high watermark was below it. Empty on a single node.
-        self._unreplicated: dict[str, int] = {}
-        self._unreplicated_at_load: dict[int, int] = {}
-        self._stopping = False
-        self._topic_error_logged: ErrorCode | None = None
+        self.runtime = CoordinatorRuntime(offsets_topic(config), self, topics, single_node=single_node)
         # A single node leads every partition of __consumer_offsets: load them all (as a broker of a
         # cluster loads those it leads now, and is told of the others as leadership moves).
-        topic = broker.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            for partition in topic.partitions:
-                if partition.is_leader:
-                    self.on_partition_leadership(partition.index, True)
+        self.runtime.lead_existing()
 
     @property
     def stopping(self) -> bool:
-        return self._stopping
+        return self.runtime.stopping
 
     @property
     def active(self) -> bool:
         """Serving every partition led here: not stopping, and no partition loading."""
-        return not self._stopping and not self._loading
+        return not self.runtime.stopping and not self.runtime.loading
 
     # ============================================================================ life-cycle
 
@@ -214,11 +197,7 @@ class GroupCoordinator:
         """Group timers, loads of the partitions this broker is elected to lead, and offset expiry."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
-            self._nursery = nursery
-            pending, self._pending_loads = self._pending_loads, []
-            for load in pending:
-                if self._led.get(load.index) is load:
-                    nursery.start_soon(self._load, load)
+            await nursery.start(self.runtime.run)
             task_status.started()
             while True:
                 await trio.sleep(self.retention_check_interval_ms / 1000)
@@ -227,94 +206,61 @@ class GroupCoordinator:
     def stop(self) -> None:
         """Stop coordinating: parked JoinGroup and SyncGroup requests are answered
         COORDINATOR_NOT_AVAILABLE, so clients look for the coordinator again."""
-        self._stopping = True
+        self.runtime.stop()
         for group in list(self.groups.values()):
             self._protocol_of(group).on_removed(group)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
-    # ============================================================================ leadership
+    # ============================================================================ leadership and loading
 
     def on_partition_leadership(self, index: int, leading: bool) -> None:
         """This broker became (``leading``) or stopped being the leader of ``__consumer_offsets``
-        partition ``index``: load its groups and offsets (in the coordinator's task; its groups get
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile), or drop them (parked requests are answered
-        NOT_COORDINATOR, timers cancelled). Called on the Trio thread; idempotent."""
-        if leading:
-            self._resigned.discard(index)
-            if index in self._led:
-                return
-            partition = self._offsets_partition_at(index)
-            if partition is None or partition.log is None:
-                log.warning("told to coordinate the groups of %s-%d, which has no log here", OFFSETS_TOPIC, index)
-                return
-            self._drop_partition_groups(index)  # nothing should be left; a load starts from scratch
-            storage_log = partition.log
-            if storage_log.log_end_offset <= storage_log.log_start_offset:
-                self._led[index] = LOADED  # nothing to replay
-                return
-            load = PartitionLoad(index)
-            self._led[index] = load
-            self._loading += 1
-            if self._nursery is None:
-                self._pending_loads.append(load)
-            else:
-                self._nursery.start_soon(self._load, load)
-            return
-        self._resigned.add(index)
-        state = self._led.pop(index, None)
-        if isinstance(state, PartitionLoad):
-            self._loading -= 1
-            state.scope.cancel()
-        self._unreplicated_at_load.pop(index, None)
-        dropped = self._drop_partition_groups(index)
-        if state is not None:
-            log.info("resigned as coordinator of %s-%d: %d groups unloaded", OFFSETS_TOPIC, index, dropped)
+        partition ``index``: load its groups and offsets (its groups get COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile), or drop them (parked requests are answered NOT_COORDINATOR, timers cancelled).
+        Called on the Trio thread; idempotent."""
+        self.runtime.on_partition_leadership(index, leading)
 
-    def _drop_partition_groups(self, index: int) -> int:
+    def unloaded(self, index: int) -> int:
         """Forget the groups and offsets of partition ``index``; returns how many groups there were."""
         dropped = 0
         for group in list(self.groups.values()):
             if self.partition_for(group.group_id) == index:
-                self._remove_group(group, ErrorCode.NOT_COORDINATOR)
+                self.remove_group(group, ErrorCode.NOT_COORDINATOR)
                 dropped += 1
         for group_id in self.offsets.groups():
             if self.partition_for(group_id) == index:
                 self.offsets.forget_group(group_id)
-        for group_id in [g for g in self._unreplicated if self.partition_for(g) == index]:
-            del self._unreplicated[group_id]
         return dropped
 
-    def _partition_state(self, index: int) -> PartitionLoad | str | None:
-        state = self._led.get(index)
-        if state is not None:
-            return state
-        if self.broker.cluster is None and index not in self._resigned:
-            topic = self.broker.topics.get(OFFSETS_TOPIC)
-            if topic is None:
-                return LOADED  # a single node will lead every partition once the topic exists: no groups yet
-            if index < len(topic.partitions) and topic.partitions[index].is_leader:
-                self.on_partition_leadership(index, True)  # created since (FindCoordinator, CreateTopics)
-                return self._led.get(index)
-        return None
+    def loaded(self, index: int) -> None:
+        """Partition ``index`` is replayed: its groups resume (their timers start again)."""
+        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == index]:
+            self._protocol_of(group).on_loaded(group)
+
+    def replay(self, index: int, batch: RecordBatch, log_start_offset: int) -> int:
+        """One batch of partition ``index``. Transactional offset commits become pending offsets of
+        their producer, and the COMMIT and ABORT markers complete them, as :meth:`complete_transaction`
+        does in live operation (a load reads to the log end as it is when the load finishes, so the
+        markers of transactions appended meanwhile, which :meth:`complete_transaction` leaves to the
+        load, are replayed too)."""
+        producer_id = batch.producer_id
+        if batch.is_control:
+            if producer_id != NO_PRODUCER_ID:
+                self._replay_control_batch(index, batch)
+            return 0
+        count = 0
+        for record in batch.records():
+            if record.offset >= log_start_offset:
+                self._replay(record.key, record.value, record.offset, producer_id)
+                count += 1
+        return count
 
     def group_error(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates ``group_id`` now; otherwise why not, as Kafka says it:
         COORDINATOR_NOT_AVAILABLE (stopping), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
-        if self._stopping:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = self.partition_for(group_id)
-        state = self._partition_state(index)
-        if state is LOADED:
-            if self.broker.cluster is not None:
-                partition = self._offsets_partition_at(index)
-                if partition is None or not partition.is_leader:  # leadership moved, resignation not yet told
-                    return ErrorCode.NOT_COORDINATOR
-            return ErrorCode.NONE
-        if state is None:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return self.runtime.error(self.partition_for(group_id))
 
     def check_group(self, group_id: str) -> None:
         """Raises KafkaError unless this broker coordinates ``group_id`` now (see :meth:`group_error`)."""
@@ -326,82 +272,35 @@ class GroupCoordinator:
         return self.group_error(group_id) is ErrorCode.NONE
 
     def _is_loaded(self, group_id: str) -> bool:
-        return self._led.get(self.partition_for(group_id)) is LOADED
+        return self.runtime.is_loaded(self.partition_for(group_id))
 
     # ============================================================================ __consumer_offsets
 
     def partition_for(self, group_id: str) -> int:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        count = len(topic.partitions) if topic is not None else self.config.offsets_topic_num_partitions
-        return partition_for(group_id, count)
-
-    def _offsets_partition_at(self, index: int) -> Partition | None:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        if topic is None or not 0 <= index < len(topic.partitions):
-            return None
-        return topic.partitions[index]
-
-    def _offsets_partition(self, group_id: str) -> Partition:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        if topic is None:  # FindCoordinator creates it: the client asks again
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet.")
-        index = partition_for(group_id, len(topic.partitions))
-        return topic.partitions[index]
+        return self.runtime.partition_for(group_id)
 
     def coordinator_id(self, group_id: str) -> int | None:
         """The broker that coordinates ``group_id``: the leader of its partition (None: no leader, or
         no ``__consumer_offsets`` yet)."""
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        if topic is None or not topic.partitions:
-            return None
-        leader = topic.partitions[partition_for(group_id, len(topic.partitions))].leader_id
-        return leader if leader >= 0 else None
+        return self.runtime.coordinator_id(group_id)
 
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet (FindCoordinator does this, as in Kafka).
         A failure (too few live brokers for offsets.topic.replication.factor, say) is logged once."""
-        topics = self.broker.topics
-        if topics.get(OFFSETS_TOPIC) is not None:
-            return
-        started = time.monotonic()
-        try:
-            topic = await topics.create(
-                OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, self.config.offsets_topic_replication_factor,
-                {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(self.config.offsets_topic_segment_bytes)}
-            )
-        except KafkaError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # created by another request meanwhile
-                return
-            if self._topic_error_logged != exc.code:
-                self._topic_error_logged = exc.code
-                log.error(
-                    "cannot create %s (offsets.topic.num.partitions=%d, offsets.topic.replication.factor=%d): "
-                    "%s %s; groups have no coordinator (COORDINATOR_NOT_AVAILABLE) until it can be created",
-                    OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
-                    self.config.offsets_topic_replication_factor, exc.code.name, exc.message,
-                )
-            raise
-        self._topic_error_logged = None
-        log.info(
-            "created %s with %d partitions in %.3f s",
-            OFFSETS_TOPIC, len(topic.partitions), time.monotonic() - started,
-        )
-        if self.broker.cluster is None:
-            for partition in topic.partitions:  # led here from the start
-                self.on_partition_leadership(partition.index, True)
+        await self.runtime.ensure_topic()
 
     async def prepare_to_store(self) -> None:
         """Before a request that may store something (JoinGroup, OffsetCommit, ConsumerGroupHeartbeat):
         ``__consumer_offsets`` in place. Should it not be creatable, the failure is logged (once) and the
         request goes on to get its group's error (NOT_COORDINATOR in a cluster, where the partition is
         led by no one here; COORDINATOR_NOT_AVAILABLE on a single node, when it comes to writing)."""
-        if self.broker.topics.get(OFFSETS_TOPIC) is None:
+        if self.topics.get(OFFSETS_TOPIC) is None:
             try:
                 await self.ensure_offsets_topic()
             except KafkaError:
                 pass
 
-    def _append(
+    def append(
         self,
         group_id: str,
         records: list[tuple[bytes, bytes | None]],
@@ -421,72 +320,25 @@ class GroupCoordinator:
         that depends on it awaits :meth:`await_written` first, which waits for replication."""
         if not records:
             return None
-        try:
-            partition = self._offsets_partition(group_id)
-            compression = Compression(self.config.offsets_topic_compression_codec)
-            if producer_id == NO_PRODUCER_ID:
-                info = partition.append(bytearray(build_batch(records, compression=compression)))
-            else:
-                batch = build_batch(
-                    records, compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
-                    base_sequence=0, is_transactional=True,
-                )
-                info = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
-        except KafkaError as exc:
-            log.warning("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
-            raise KafkaError(WRITE_ERRORS.get(exc.code, exc.code), exc.message) from exc
-        except OSError as exc:
-            log.error("group %s: appending to %s failed: %s", group_id, OFFSETS_TOPIC, exc)
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
-        storage_log = partition.log
-        if storage_log.high_watermark < storage_log.log_end_offset:  # followers have it to fetch
-            self._unreplicated[group_id] = storage_log.log_end_offset
-        return info
+        compression = Compression(self.config.offsets_topic_compression_codec)
+        if producer_id == NO_PRODUCER_ID:
+            return self.runtime.append(group_id, bytearray(build_batch(records, compression=compression)))
+        batch = build_batch(
+            records, compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=0, is_transactional=True,
+        )
+        return self.runtime.append(group_id, bytearray(batch), origin=AppendOrigin.COORDINATOR)
 
     async def await_written(self, group_id: str) -> ErrorCode:
         """Wait until what has been written for ``group_id`` is replicated (the high watermark of its
         partition covers it), within ``offsets.commit.timeout.ms``. Returns NONE, REQUEST_TIMED_OUT,
         or NOT_COORDINATOR when this broker stopped leading the partition meanwhile; the caller maps
         them to its API's error as Kafka does. Nothing pending (always on a single node): no wait."""
-        if not self._unreplicated and not self._unreplicated_at_load:
-            return ErrorCode.NONE
-        index = self.partition_for(group_id)
-        target = max(self._unreplicated.get(group_id, -1), self._unreplicated_at_load.get(index, -1))
-        if target < 0:
-            return ErrorCode.NONE
-        partition = self._offsets_partition_at(index)
-        if partition is None or not partition.is_leader or index not in self._led:
-            return ErrorCode.NOT_COORDINATOR
-        if partition.high_watermark < target:
-            with trio.move_on_after(self.commit_timeout_ms / 1000):
-                await partition.wait_for_high_watermark(target)
-            if not partition.is_leader or index not in self._led:
-                return ErrorCode.NOT_COORDINATOR
-            if partition.high_watermark < target:
-                log.warning("group %s: %s-%d not replicated up to offset %d within %d ms (high watermark %d)",
-                            group_id, OFFSETS_TOPIC, index, target, self.commit_timeout_ms,
-                            partition.high_watermark)
-                return ErrorCode.REQUEST_TIMED_OUT
-        if self._unreplicated.get(group_id, -1) <= partition.high_watermark:
-            self._unreplicated.pop(group_id, None)
-        if self._unreplicated_at_load.get(index, -1) <= partition.high_watermark:
-            self._unreplicated_at_load.pop(index, None)
-        return ErrorCode.NONE
-
-    def _forget_replicated(self) -> None:
-        """Drop the pending-write marks that replication has covered (writes no request waited on)."""
-        for group_id, end in list(self._unreplicated.items()):
-            partition = self._offsets_partition_at(self.partition_for(group_id))
-            if partition is None or partition.log is None or partition.log.high_watermark >= end:
-                del self._unreplicated[group_id]
-        for index, end in list(self._unreplicated_at_load.items()):
-            partition = self._offsets_partition_at(index)
-            if partition is None or partition.log is None or partition.log.high_watermark >= end:
-                del self._unreplicated_at_load[index]
+        return await self.runtime.await_written(group_id)
 
     def store_group(self, group: ClassicGroup) -> None:
         """Write the group's metadata (generation, protocol, members and assignments)."""
-        self._append(group.group_id, [self.group_metadata_record(group)])
+        self.append(group.group_id, [self.group_metadata_record(group)])
 
     @staticmethod
     def group_metadata_record(group: ClassicGroup) -> tuple[bytes, bytes]:
@@ -513,76 +365,6 @@ class GroupCoordinator:
             members=members,
         )
         return encode_key(GroupMetadataKey(group.group_id)), encode_group_metadata_value(value)
-
-    async def _load(self, load: PartitionLoad) -> None:
-        """Replay partition ``load.index`` (elected to lead it), then serve its groups."""
-        index = load.index
-        with load.scope:
-            async with self._load_turn:
-                partition = self._offsets_partition_at(index)
-                if partition is None or partition.log is None or self._led.get(index) is not load:
-                    return
-                started = time.monotonic()
-                try:
-                    count, end = await self._load_partition(partition, load)
-                except (OSError, ValueError) as exc:
-                    log.error("cannot load the groups of %s-%d: %s", OFFSETS_TOPIC, index, exc)
-                    if self._led.get(index) is load:
-                        del self._led[index]
-                        self._loading -= 1
-                        self._drop_partition_groups(index)
-                    return
-                if self._led.get(index) is not load:
-                    return
-                loaded = [g for g in self.groups.values() if self.partition_for(g.group_id) == index]
-                for group in loaded:
-                    self._protocol_of(group).on_loaded(group)
-                self._led[index] = LOADED
-                self._loading -= 1
-                if partition.log.high_watermark < end:
-                    # Replayed past the high watermark: answers about these groups wait for it.
-                    self._unreplicated_at_load[index] = end
-                elapsed = time.monotonic() - started
-                summary = self._load_summary
-                summary[0] += 1
-                summary[1] += len(loaded)
-                summary[2] += count
-                summary[3] += elapsed
-                log.debug("loaded %d groups from %d records of %s-%d in %.3f s",
-                          len(loaded), count, OFFSETS_TOPIC, index, elapsed)
-                if not self._loading:
-                    log.info("loaded %d groups and their offsets from %d records of %d partitions of %s in %.3f s",
-                             summary[1], summary[2], summary[0], OFFSETS_TOPIC, summary[3])
-                    self._load_summary = [0, 0, 0, 0.0]
-
-    async def _load_partition(self, partition: Partition, load: PartitionLoad) -> tuple[int, int]:
-        """Replay the partition's records; returns how many there were and the offset read up to.
-
-        Transactional offset commits become pending offsets of their producer, and the COMMIT and
-        ABORT markers complete them, as :meth:`complete_transaction` does in live operation. The load
-        reads to the log end as it is when the load finishes: the markers of transactions appended
-        while the partition loads (when :meth:`complete_transaction` leaves them to the load) are
-        replayed too."""
-        storage_log = partition.log
-        # Like Kafka's coordinator loader, read to the log end: as leader, all of it will be committed.
-        start = offset = storage_log.log_start_offset
-        count = 0
-        for batches in read_for_load(storage_log, self.config.offsets_load_buffer_size):
-            for batch in batches:
-                producer_id = batch.producer_id
-                if batch.is_control:
-                    if producer_id != NO_PRODUCER_ID:
-                        self._replay_control_batch(load.index, batch)
-                    continue
-                for record in batch.records():
-                    if record.offset >= start:
-                        self._replay(record.key, record.value, record.offset, producer_id)
-                        count += 1
-            offset = batches[-1].last_offset + 1
-            await trio.sleep(0)
-            if self._led.get(load.index) is not load:
-                break  # resigned meanwhile: the caller sees it
-        return count, max(offset, storage_log.log_start_offset)
 
     def _replay_control_batch(self, index: int, batch: RecordBatch) -> None:
         """A transaction marker read from partition ``index``: complete its producer's offsets."""
@@ -636,7 +418,7 @@ class GroupCoordinator:
         self.groups[group_id] = group
         return group
 
-    def _remove_group(self, group: Group, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
+    def remove_group(self, group: Group, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
         """Forget ``group``: requests parked on it are answered ``error``, its timers cancelled."""
         if isinstance(group, ClassicGroup):
             group.transition_to(ClassicGroupState.DEAD, self.now_ms())
@@ -655,20 +437,20 @@ class GroupCoordinator:
 
     def drop_group_metadata(self, group: Group) -> None:
         """Forget an empty group but keep its offsets: its id is taken over by the other protocol."""
-        self._append(group.group_id, self._group_tombstones(group))
-        self._remove_group(group)
+        self.append(group.group_id, self._group_tombstones(group))
+        self.remove_group(group)
 
     def list_groups(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> tuple[ErrorCode, list[ListedGroup]]:
         """The groups of the partitions led and loaded here, as Kafka's ListGroups gives them: with
         COORDINATOR_LOAD_IN_PROGRESS while some partition loads, none while the broker stops."""
-        if self._stopping:
+        if self.runtime.stopping:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
         listed = []
-        every_partition = not self._loading and self.broker.cluster is None
+        every_partition = not self.runtime.loading and self._single_node
         for group in self.groups.values():
             if not every_partition and not self._is_loaded(group.group_id):
                 continue
@@ -678,7 +460,7 @@ class GroupCoordinator:
             if wanted_types and group.type.value not in wanted_types:
                 continue
             listed.append(ListedGroup(group.group_id, group.protocol_type or "", state, group.type))
-        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE), listed
+        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.loading else ErrorCode.NONE), listed
 
     def delete_group(self, group_id: str) -> None:
         """Delete an empty group and its offsets; raises GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP (and
@@ -695,10 +477,10 @@ class GroupCoordinator:
         deleted.update(dict.fromkeys(self.offsets.pending_partitions(group_id)))
         records = [(encode_key(OffsetCommitKey(group_id, topic, partition)), None) for topic, partition in deleted]
         records += self._group_tombstones(group)
-        self._append(group_id, records)
+        self.append(group_id, records)
         for topic, partition in deleted:
             self.offsets.remove(group_id, topic, partition)
-        self._remove_group(group)
+        self.remove_group(group)
         log.info("deleted group %s", group_id)
 
     # ============================================================================ offsets
@@ -737,7 +519,7 @@ class GroupCoordinator:
         if group is None:
             log.info("group %s: created by an offset commit outside group management", group_id)
             group = self.create_classic_group(group_id)
-        info = self._append(group_id, records)
+        info = self.append(group_id, records)
         for i, (entry, value) in enumerate(accepted):
             value = dataclasses.replace(value, record_offset=info.first_offset + i)
             self.offsets.put(group_id, entry.topic, entry.partition, value)
@@ -795,14 +577,14 @@ class GroupCoordinator:
             group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional=True)
 
         results, records, accepted = self._offset_commit_records(group_id, offsets, self.now_ms())
-        info = self._append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
+        info = self.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
         if group is None:
             log.info("group %s: created by a transactional offset commit outside group management", group_id)
             group = self.create_classic_group(group_id)
         if info is not None:
             # Where the producer's transaction began in the log: an offset it has pending from before
             # belongs to its previous transaction, whose marker is not applied yet.
-            state = self._offsets_partition(group_id).log.producer_state.last_entry(producer_id)
+            state = self.runtime.partition(self.partition_for(group_id)).log.producer_state.last_entry(producer_id)
             start = state.current_txn_first_offset if state is not None else None
             for i, (entry, value) in enumerate(accepted):
                 value = dataclasses.replace(value, record_offset=info.first_offset + i)
@@ -821,9 +603,9 @@ class GroupCoordinator:
         in memory. Sync; called on the Trio thread once the marker is appended (or replicated). Should
         the producer have opened its next transaction in the partition since the marker (a
         TxnOffsetCommit written meanwhile), the offsets of that one stay pending."""
-        if self._led.get(offsets_partition) is not LOADED:
+        if not self.runtime.is_loaded(offsets_partition):
             return
-        partition = self._offsets_partition_at(offsets_partition)
+        partition = self.runtime.partition(offsets_partition)
         entry = partition.log.producer_state.last_entry(producer_id) if partition and partition.log else None
         before = entry.current_txn_first_offset if entry is not None else None
         self._complete_transaction(offsets_partition, producer_id, committed, before=before)
@@ -919,16 +701,16 @@ class GroupCoordinator:
                 ):
                     records.append((encode_key(OffsetCommitKey(group_id, topic, partition)), None))
                     removed.append((topic, partition))
-        self._append(group_id, records)
+        self.append(group_id, records)
         for topic, partition in removed:
             self.offsets.remove(group_id, topic, partition)
         return results
 
     def expire_offsets(self) -> None:
         """Drop offsets past ``offsets.retention.minutes`` and delete empty groups left without any."""
-        if self._stopping:
+        if self.runtime.stopping:
             return
-        self._forget_replicated()
+        self.runtime.forget_replicated()
         now = self.now_ms()
         retention_ms = self.config.offsets_retention_minutes * 60_000
         for group in list(self.groups.values()):
@@ -955,7 +737,7 @@ class GroupCoordinator:
             if not records:
                 continue
             try:
-                self._append(group_id, records)
+                self.append(group_id, records)
             except KafkaError as exc:
                 log.warning("group %s: could not expire offsets: %s", group_id, exc)
                 continue
@@ -964,7 +746,7 @@ class GroupCoordinator:
             if expired:
                 log.info("group %s: expired %d committed offsets", group_id, len(expired))
             if delete_group:
-                self._remove_group(group)
+                self.remove_group(group)
                 log.info("group %s: empty and without offsets; deleted", group_id)
 
 

@@ -15,7 +15,7 @@ from trafka.wire.protocol import ApiKey
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    error = await ctx.broker.transactions.add_offsets(request.transactional_id, request.producer_id,
+    error = await ctx.broker.transaction_coordinator().add_offsets(request.transactional_id, request.producer_id,
                                                       request.producer_epoch, request.group_id)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH

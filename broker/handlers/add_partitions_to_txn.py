@@ -25,7 +25,7 @@ PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
 async def handle_add_partitions_to_txn(ctx: RequestContext,
                                        request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-    coordinator = ctx.broker.transactions
+    coordinator = ctx.broker.transaction_coordinator()
     if ctx.api_version < 4:
         errors = await coordinator.add_partitions(
             request.v3_and_below_transactional_id, request.v3_and_below_producer_id,

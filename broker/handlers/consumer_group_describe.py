@@ -36,7 +36,7 @@ CONSUMER_MEMBER_TYPE = 1
 async def handle_consumer_group_describe(
     ctx: RequestContext, request: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
-    protocol = ctx.broker.groups.consumer
+    protocol = ctx.broker.group_coordinator().consumer
     topics = ctx.broker.topics
 
     def describe_assignment(assignment: Assignment) -> DescribedAssignment:

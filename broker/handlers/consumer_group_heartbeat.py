@@ -40,10 +40,10 @@ async def handle_consumer_group_heartbeat(
         owned = {}
         for topic in request.topic_partitions:
             owned[topic.topic_id] = owned.get(topic.topic_id, frozenset()) | frozenset(topic.partitions)
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     await coordinator.prepare_to_store()
     protocol = coordinator.consumer
-    from trafka.broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.consumer_protocol import HeartbeatRequest  # loaded with the coordinator (Broker.group_coordinator)
 
     result = protocol.heartbeat(
         HeartbeatRequest(

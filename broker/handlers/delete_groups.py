@@ -18,7 +18,7 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     results = []
     for group_id in request.groups_names:
         if group_id is None:

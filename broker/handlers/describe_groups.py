@@ -26,8 +26,8 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coordinator = ctx.broker.groups
-    from trafka.broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.groups)
+    coordinator = ctx.broker.group_coordinator()
+    from trafka.broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.group_coordinator)
     from trafka.broker.groups.state import ClassicGroupState
 
     operations = (

@@ -18,7 +18,7 @@ State = DescribeTransactionsResponse.TransactionState
 @handles(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 async def handle_describe_transactions(ctx: RequestContext,
                                        request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    coordinator = ctx.broker.transactions
+    coordinator = ctx.broker.transaction_coordinator()
     states = []
     for transactional_id in request.transactional_ids:
         try:

@@ -17,7 +17,7 @@ from trafka.wire.protocol import ApiKey
 
 @handles(ApiKey.END_TXN, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
-    error = await ctx.broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+    error = await ctx.broker.transaction_coordinator().end_transaction(request.transactional_id, request.producer_id,
                                                           request.producer_epoch, request.committed)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH

@@ -47,7 +47,7 @@ async def _coordinator(
 ) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     broker = ctx.broker
     if key_type == GROUP_KEY_TYPE:
-        coordinator = broker.groups
+        coordinator = broker.group_coordinator()
         try:
             await coordinator.ensure_offsets_topic()  # a failure is logged there, once
         except KafkaError as exc:
@@ -56,7 +56,7 @@ async def _coordinator(
     elif key_type == TRANSACTION_KEY_TYPE:
         if not key:
             return ErrorCode.INVALID_REQUEST, "A transactional id must not be empty.", NO_NODE
-        coordinator = broker.transactions
+        coordinator = broker.transaction_coordinator()
         try:
             await coordinator.ensure_topic()  # a failure is logged there, once
         except KafkaError as exc:

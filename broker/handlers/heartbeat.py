@@ -19,7 +19,7 @@ from trafka.wire.protocol import ApiKey
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-    error = ctx.broker.groups.classic.heartbeat(
+    error = ctx.broker.group_coordinator().classic.heartbeat(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id,

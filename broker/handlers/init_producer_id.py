@@ -28,7 +28,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
     if request.transactional_id == "":
         return InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     expected = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
-    error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
+    error, producer_id, epoch = await ctx.broker.transaction_coordinator().init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, *expected)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
         error = ErrorCode.INVALID_PRODUCER_EPOCH

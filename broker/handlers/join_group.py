@@ -36,9 +36,9 @@ _GROUP_WRITE_ERRORS = {ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGR
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     await coordinator.prepare_to_store()
-    from trafka.broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.group_coordinator)
 
     coordinator.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
     reply = coordinator.classic.join(

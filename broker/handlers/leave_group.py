@@ -26,7 +26,7 @@ async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) ->
         members = [(request.member_id, None, None)]
     else:
         members = [(m.member_id, m.group_instance_id, m.reason) for m in request.members]
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     error, outcomes = coordinator.classic.leave(group_id=request.group_id, members=members)
     if error is ErrorCode.NONE:
         written = await coordinator.await_written(request.group_id)

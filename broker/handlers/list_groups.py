@@ -19,7 +19,7 @@ Listed = ListGroupsResponse.ListedGroup
 
 @handles(ApiKey.LIST_GROUPS, 0, 5)
 async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     states = request.states_filter if ctx.api_version >= 4 else []
     types = request.types_filter if ctx.api_version >= 5 else []
     error, listed = coordinator.list_groups(states, types)

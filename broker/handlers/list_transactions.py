@@ -31,7 +31,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         except re2.error:
             return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
                                             unknown_state_filters=unknown, transaction_states=[])
-    loading, transactions = ctx.broker.transactions.listing()
+    loading, transactions = ctx.broker.transaction_coordinator().listing()
     if loading:
         return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, unknown_state_filters=unknown,
                                         transaction_states=[])

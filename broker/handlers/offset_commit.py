@@ -45,9 +45,9 @@ TOPIC_IDS_MIN_VERSION = 10
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
-    coordinator = broker.groups
+    coordinator = broker.group_coordinator()
     await coordinator.prepare_to_store()
-    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.group_coordinator)
 
     by_topic_id = ctx.api_version >= TOPIC_IDS_MIN_VERSION
     offsets: list[CommitRequestOffset] = []

@@ -27,7 +27,7 @@ async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest
         return OffsetDeleteResponse(error_code=ErrorCode.INVALID_GROUP_ID, topics=[])
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
     try:
-        coordinator = ctx.broker.groups
+        coordinator = ctx.broker.group_coordinator()
         results = coordinator.delete_offsets(request.group_id, topics)
     except KafkaError as exc:
         return OffsetDeleteResponse(error_code=exc.code, topics=[])

@@ -144,7 +144,7 @@ async def _fetch(
 ):
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     if require_stable and coordinator.is_serving(group_id):
         # Kafka answers a stable fetch as a write: once the group's writes are replicated. Its
         # timeouts are NOT_COORDINATOR, which every client retries after a new FindCoordinator.

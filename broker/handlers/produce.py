@@ -65,14 +65,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     responses: list[TopicResponse] = []
     # acks=all partitions whose batch is not below the high watermark yet.
     replicating: list[tuple[Partition, int, PartitionResponse, int]] = []
-    # Transaction verification: per partition data, its batch and guard, or its refusal.
-    verified: dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] | None = None
+    # Transaction verification: per partition data (by its place in the request), its batch and guard,
+    # or its refusal.
+    verified: dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] | None = None
     if request.transactional_id is not None and ctx.broker.config.transaction_partition_verification_enable:
         verified = await _verify_transaction(ctx, request)
-    for topic_data in request.topic_data:
+    for place, topic_data in enumerate(request.topic_data):
         topic, unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
         partition_responses = []
-        for data in topic_data.partition_data:
+        for data_place, data in enumerate(topic_data.partition_data):
             if acks not in VALID_ACKS:
                 partition_responses.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
@@ -100,8 +101,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                     partition_responses.append(_error(data.index, ErrorCode(code)))
                     continue
             try:
-                if verified is not None and id(data) in verified:
-                    outcome = verified[id(data)]
+                if verified is not None and (place, data_place) in verified:
+                    outcome = verified[(place, data_place)]
                     if isinstance(outcome, PartitionResponse):
                         partition_responses.append(outcome)
                         continue
@@ -148,21 +149,21 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
 
 async def _verify_transaction(
     ctx: RequestContext, request: ProduceRequest,
-) -> dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse]:
+) -> dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse]:
     """Verify with the transactional id's coordinator the partitions whose transactional batch would
-    start a transaction; by ``id()`` of their partition data: the batch and its guard when the
+    start a transaction; by the place of their partition data in the request: the batch and its guard when the
     coordinator confirmed it, the response refusing it otherwise. Partitions that need no verification,
     or fail the usual checks (left to the append loop), are not in it."""
     topics = ctx.broker.topics
-    by_data: dict[int, tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] = {}
-    wanted: dict[tuple[str, int], tuple[int, bytearray | memoryview, Partition, VerificationGuard]] = {}
+    by_data: dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] = {}
+    wanted: dict[tuple[str, int], tuple[tuple[int, int], bytearray | memoryview, Partition, VerificationGuard]] = {}
     producers: set[tuple[int, int]] = set()
-    pending: list[tuple[int, int, bytearray | memoryview, Partition]] = []
-    for topic_data in request.topic_data:
+    pending: list[tuple[tuple[int, int], int, bytearray | memoryview, Partition]] = []
+    for place, topic_data in enumerate(request.topic_data):
         topic, _unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
         if topic is None:
             continue
-        for data in topic_data.partition_data:
+        for data_place, data in enumerate(topic_data.partition_data):
             if not 0 <= data.index < len(topic.partitions) or not topic.partitions[data.index].is_leader:
                 continue
             try:
@@ -173,7 +174,7 @@ async def _verify_transaction(
             except KafkaError:
                 continue  # refused by the append loop
             producers.add((batch.producer_id, batch.producer_epoch))
-            pending.append((id(data), data.index, records, topic.partitions[data.index]))
+            pending.append(((place, data_place), data.index, records, topic.partitions[data.index]))
     if not pending:
         return by_data
     if len(producers) > 1:
@@ -189,7 +190,9 @@ async def _verify_transaction(
         wanted[(partition.topic, index)] = (key, records, partition, state.start_verification(producer_id))
     if not wanted:
         return by_data
-    answers = await verification.verify(ctx.broker, request.transactional_id, producer_id, producer_epoch,
+    broker = ctx.broker
+    answers = await verification.verify(broker.transaction_coordinator(), broker.peers, broker.node_id,
+                                        request.transactional_id, producer_id, producer_epoch,
                                         list(wanted))
     for topic_partition, (key, records, partition, guard) in wanted.items():
         code = answers.get(topic_partition, ErrorCode.NONE)
@@ -218,21 +221,15 @@ def _check_guard(partition: Partition, batch: RecordBatch, guard: VerificationGu
 async def _await_replication(replicating: list[tuple[Partition, int, PartitionResponse, int]],
                              timeout_ms: int) -> None:
     """acks=all: wait, within the request's timeout, until every ISR member has each partition's
-    batch (the high watermark passed it), then answer as Kafka does: REQUEST_TIMED_OUT if it did not
-    happen in time, NOT_LEADER_OR_FOLLOWER if this broker stopped leading meanwhile, and
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas on the way."""
-    with trio.move_on_after(max(timeout_ms, 0) / 1000):
-        for partition, required, _, _ in replicating:
-            await partition.wait_for_high_watermark(required)
+    batch, and answer each partition as :meth:`Partition.await_replicated` says it went."""
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
     for partition, required, response, min_insync_replicas in replicating:
-        if not partition.is_leader:
-            _fail(response, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        elif partition.high_watermark < required:
-            _fail(response, ErrorCode.REQUEST_TIMED_OUT)
-        elif len(partition.isr) < min_insync_replicas:
-            _fail(response, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                  f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy the min.isr "
-                  f"requirement of {min_insync_replicas}")
+        code = await partition.await_replicated(required, deadline, min_insync_replicas)
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            _fail(response, code, f"The size of the current ISR {len(partition.isr)} is insufficient to satisfy "
+                                  f"the min.isr requirement of {min_insync_replicas}")
+        elif code != ErrorCode.NONE:
+            _fail(response, code)
 
 
 def _fail(response: PartitionResponse, code: ErrorCode, message: str | None = None) -> None:

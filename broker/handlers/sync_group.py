@@ -26,7 +26,7 @@ from trafka.wire.protocol import ApiKey
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     reply = coordinator.classic.sync(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -85,9 +85,9 @@ async def _commit(
     known: list[tuple[str, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]],
 ) -> tuple[ErrorCode | None, dict[tuple[str, int], ErrorCode]]:
     """Commit the partitions of known topics: an error for all of them, or each one's."""
-    coordinator = ctx.broker.groups
+    coordinator = ctx.broker.group_coordinator()
     await coordinator.prepare_to_store()
-    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.groups)
+    from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.group_coordinator)
 
     offsets = [
         CommitRequestOffset(name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)

@@ -18,7 +18,7 @@ TransactionVersion (KIP-1228): with 2, a marker's producer epoch must be newer t
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.txn.markers import TxnMarker, write_markers
+from trafka.broker.txn.markers import TxnMarker
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from trafka.wire.protocol import ApiKey
@@ -43,7 +43,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
     ]
     results: list[dict[tuple[str, int], ErrorCode]] = []
     for group in _rounds(markers):
-        written = await write_markers(ctx.broker, group)
+        written = await ctx.broker.write_markers(group)
         results += [{key: written[key] for key in marker.partitions} for marker in group]
     return WriteTxnMarkersResponse(markers=[
         MarkerResult(producer_id=wanted.producer_id, topics=[

@@ -525,7 +525,7 @@ async def test_the_group_survives_a_restart(nursery, tmp_path):
 
 
 async def _coordinator_ready(running) -> bool:
-    return running.broker.groups.active
+    return running.broker.group_coordinator().active
 
 
 async def test_heartbeat_interval_is_short_while_the_group_settles(broker_factory):
@@ -534,7 +534,7 @@ async def test_heartbeat_interval_is_short_while_the_group_settles(broker_factor
     await create_topic(client, "cg-interval", 2)
     joined = await heartbeat(client, "cg-interval", "a", 0, topics=["cg-interval"])
     assert joined.heartbeat_interval_ms < 5000  # the group epoch just moved: others may be joining
-    group = running.broker.groups.groups["cg-interval"]
+    group = running.broker.group_coordinator().groups["cg-interval"]
     group.epoch_changed_at = trio.current_time() - 10  # long settled
     steady = await heartbeat(client, "cg-interval", "a", joined.member_epoch)
     assert steady.heartbeat_interval_ms == 5000

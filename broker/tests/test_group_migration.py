@@ -430,5 +430,5 @@ def _members(described) -> dict[str, tuple]:
 
 
 async def _coordinator_ready(running) -> bool:
-    return running.broker.groups.active
+    return running.broker.group_coordinator().active
 

@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from trafka.broker.internal_topics import java_string_hash, partition_for
+from trafka.broker.coordinator_runtime import java_string_hash, partition_for
 from trafka.broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -442,7 +442,7 @@ async def test_offsets_and_groups_survive_a_restart(nursery, tmp_path):
 
 
 async def _coordinator_ready(running) -> bool:
-    return running.broker.groups.active
+    return running.broker.group_coordinator().active
 
 
 def test_group_partition_follows_java_string_hash_code():

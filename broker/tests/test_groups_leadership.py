@@ -72,7 +72,7 @@ async def test_resignation_and_re_election_of_one_partition(broker):
     client = await broker.client()
     await create_topics(client, t=2)
     await client.request(FindCoordinatorRequest(key="any", key_type=0), 3)
-    coordinator = broker.broker.groups
+    coordinator = broker.broker.group_coordinator()
     resigned_group, other = groups_in_distinct_partitions(coordinator, 2)
     index = coordinator.partition_for(resigned_group)
 
@@ -122,7 +122,7 @@ async def test_resignation_and_re_election_of_one_partition(broker):
     assert await commit(client, other, {("t", 1): (8, "")}) == {("t", 1): ErrorCode.NONE}
 
     # Re-elected: while the partition loads its groups get COORDINATOR_LOAD_IN_PROGRESS ...
-    async with coordinator._load_turn:  # holds the load back
+    async with coordinator.runtime._load_turn:  # holds the load back
         coordinator.on_partition_leadership(index, True)
         assert await heartbeat(client, resigned_group, joined.member_id, 1) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         assert await fetch(client, resigned_group, {"t": [0]}) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {})
@@ -144,7 +144,7 @@ async def test_resignation_and_re_election_of_one_partition(broker):
 
 async def test_a_parked_sync_is_answered_not_coordinator(broker):
     client, second = await broker.client(), await broker.client()
-    coordinator = (await broker.broker.group_coordinator())
+    coordinator = await _coordinator(broker)
     group_id = "parked-sync"
     results: dict[str, object] = {}
 
@@ -170,12 +170,12 @@ async def test_a_parked_sync_is_answered_not_coordinator(broker):
 async def test_resignation_while_loading_cancels_the_load(broker):
     client = await broker.client()
     await create_topics(client, t=1)
-    coordinator = await broker.broker.group_coordinator()
+    coordinator = await _coordinator(broker)
     group_id = "loading"
     index = coordinator.partition_for(group_id)
     assert await commit(client, group_id, {("t", 0): (3, "")}) == {("t", 0): ErrorCode.NONE}
     coordinator.on_partition_leadership(index, False)
-    async with coordinator._load_turn:
+    async with coordinator.runtime._load_turn:
         coordinator.on_partition_leadership(index, True)
         coordinator.on_partition_leadership(index, True)  # told twice: one load
         assert coordinator.group_error(group_id) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -198,10 +198,10 @@ async def test_a_new_coordinator_loads_the_partitions_led_here(tmp_path, nursery
     assert await commit(client, "restarted", {("t", 0): (11, "")}) == {("t", 0): ErrorCode.NONE}
     await first.close()
     second = await start_broker(nursery, tmp_path / "data")
-    coordinator = second.broker.groups
+    coordinator = second.broker.group_coordinator()
     client = await second.client()
     await wait_for(lambda: _loaded(coordinator), "the coordinator to load")
-    assert len(coordinator._led) == second.broker.config.offsets_topic_num_partitions
+    assert all(coordinator.runtime.is_loaded(i) for i in range(second.broker.config.offsets_topic_num_partitions))
     assert await fetch(client, "restarted", {"t": [0]}) == (ErrorCode.NONE, {("t", 0): (11, "")})
     await second.close()
 
@@ -210,7 +210,7 @@ async def test_find_coordinator_names_the_leader_of_the_groups_partition(broker,
     response = await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["led", "leaderless"]), 4)
     assert [(c.error_code, c.node_id, c.port) for c in response.coordinators] == [
         (ErrorCode.NONE, broker.broker.node_id, broker.port)] * 2
-    coordinator = broker.broker.groups
+    coordinator = broker.broker.group_coordinator()
     partition = broker.broker.topics.get(OFFSETS_TOPIC).partitions[coordinator.partition_for("leaderless")]
     partition.leader_id = NO_LEADER
     try:
@@ -238,7 +238,7 @@ async def test_find_coordinator_when_the_offsets_topic_cannot_be_created(broker_
 def _await_follower(running, group_id: str):
     """Make the group's partition wait for a follower that has not fetched: appends stay above the HW."""
     node = running.broker.node_id
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     partition = running.broker.topics.get(OFFSETS_TOPIC).partitions[coordinator.partition_for(group_id)]
     partition.set_state(node, partition.leader_epoch + 1, [node, FOLLOWER], [node, FOLLOWER])
     return partition
@@ -276,7 +276,7 @@ async def test_an_offset_commit_is_answered_once_replicated(broker_factory):
 async def test_a_group_write_not_replicated_in_time(broker_factory):
     broker = await broker_factory(**{"offsets.commit.timeout.ms": "200", "group.initial.rebalance.delay.ms": "0"})
     client = await broker.client()
-    coordinator = await broker.broker.group_coordinator()
+    coordinator = await _coordinator(broker)
     group_id = "slow-isr"
     _await_follower(broker, group_id)
     joined = await join(client, group_id)
@@ -286,7 +286,7 @@ async def test_a_group_write_not_replicated_in_time(broker_factory):
     assert synced.error_code == ErrorCode.REBALANCE_IN_PROGRESS
     deleted = await client.request(DeleteGroupsRequest(groups_names=[group_id]), 2)
     assert deleted.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
-    assert group_id in coordinator._unreplicated
+    assert group_id in coordinator.runtime._unreplicated
 
 
 async def test_a_waiting_commit_learns_the_coordinator_moved(broker_factory):
@@ -295,7 +295,7 @@ async def test_a_waiting_commit_learns_the_coordinator_moved(broker_factory):
     await create_topics(client, t=1)
     group_id = "moving"
     assert await commit(client, group_id, {("t", 0): (1, "")}) == {("t", 0): ErrorCode.NONE}
-    coordinator = broker.broker.groups
+    coordinator = broker.broker.group_coordinator()
     partition = _await_follower(broker, group_id)
     answered: dict[str, object] = {}
 
@@ -331,7 +331,7 @@ async def _appended(partition, before: int) -> bool:
 
 
 async def _unreplicated(coordinator, group_id: str) -> bool:
-    return group_id in coordinator._unreplicated
+    return group_id in coordinator.runtime._unreplicated
 
 
 async def test_the_offsets_topic_takes_the_offsets_topic_settings(broker_factory):
@@ -349,7 +349,7 @@ async def test_the_offsets_topic_takes_the_offsets_topic_settings(broker_factory
     partition = topic.partitions[0]
     batches = list(partition.log.batches_from(0))
     assert batches and all(batch.compression == Compression.LZ4 for batch in batches)
-    coordinator = broker.broker.groups
+    coordinator = broker.broker.group_coordinator()
     coordinator.on_partition_leadership(0, False)
     coordinator.on_partition_leadership(0, True)
 
@@ -358,3 +358,10 @@ async def test_the_offsets_topic_takes_the_offsets_topic_settings(broker_factory
 
     await wait_for(loaded, "the partition to load")
     assert await fetch(client, "g", {"t": [0]}) == (ErrorCode.NONE, {("t", 0): (4, "")})
+
+
+async def _coordinator(broker):
+    """The group coordinator of a running broker, with ``__consumer_offsets`` in place."""
+    coordinator = broker.broker.group_coordinator()
+    await coordinator.ensure_offsets_topic()
+    return coordinator

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import trio
@@ -17,7 +16,7 @@ from trafka.broker.handlers import describe_producers, write_txn_markers  # noqa
 from trafka.broker.partition import DataWaiter, Partition
 from trafka.broker.tests.conftest import KafkaClient, RunningBroker
 from trafka.broker.tests.test_produce_fetch import create_topic, produce
-from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.broker.topics import OFFSETS_TOPIC, Topic
 from trafka.broker.txn.markers import TxnMarker, write_markers
 from trafka.storage.config import LogConfig
 from trafka.storage.log import Log
@@ -231,23 +230,15 @@ def test_a_new_leadership_wakes_read_committed_waiters_for_the_transactions_it_i
 # -- write_markers ------------------------------------------------------------------------------------------
 
 
-class Groups:
-    def __init__(self) -> None:
-        self.completed: list[tuple[int, int, bool]] = []
+class Topics:
+    """The topic lookup write_markers is given: real topics over partitions made here."""
 
-    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
-        self.completed.append((offsets_partition, producer_id, committed))
+    def __init__(self, topics: dict[str, list[Partition]], *, min_insync_replicas: int = 1) -> None:
+        self._topics = {name: Topic(name, uuid.uuid4(), {}, LogConfig(min_insync_replicas=min_insync_replicas),
+                                    partitions) for name, partitions in topics.items()}
 
-
-def fake_broker(topics: dict[str, list[Partition]], *, min_insync_replicas: int = 1, groups: Groups | None = None):
-    def get(name: str):
-        partitions = topics.get(name)
-        if partitions is None:
-            return None
-        return SimpleNamespace(name=name, partitions=partitions,
-                               log_config=LogConfig(min_insync_replicas=min_insync_replicas))
-
-    return SimpleNamespace(topics=SimpleNamespace(get=get), loaded_groups=groups)
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
 
 
 async def test_write_markers_answers_each_partition(tmp_path):
@@ -256,7 +247,7 @@ async def test_write_markers_answers_each_partition(tmp_path):
     follower = leader(tmp_path, "orders-1", replicas=[1, 2])
     follower.set_state(2, 1, [1, 2], [1, 2], now_ms=0)
     elsewhere = Partition("orders", uuid.uuid4(), 2, None, 1, replicas=[2, 3])
-    broker = fake_broker({"orders": [led, follower, elsewhere]})
+    broker = Topics({"orders": [led, follower, elsewhere]})
     marker = TxnMarker(PID, EPOCH, 0, True, [("orders", 0), ("orders", 1), ("orders", 2), ("orders", 3),
                                              ("nowhere", 0)])
     results = await write_markers(broker, [marker])
@@ -276,7 +267,7 @@ async def test_write_markers_answers_each_partition(tmp_path):
 async def test_write_markers_refuses_a_partition_below_min_insync_replicas(tmp_path):
     partition = leader(tmp_path, replicas=[1, 2])
     partition.set_state(1, 1, [1], [1, 2], now_ms=0)
-    broker = fake_broker({"orders": [partition]}, min_insync_replicas=2)
+    broker = Topics({"orders": [partition]}, min_insync_replicas=2)
     assert await write_markers(broker, [TxnMarker(PID, EPOCH, 0, True, [("orders", 0)])]) == {
         ("orders", 0): ErrorCode.NOT_ENOUGH_REPLICAS}
     assert partition.log_end_offset == 0
@@ -285,7 +276,7 @@ async def test_write_markers_refuses_a_partition_below_min_insync_replicas(tmp_p
 async def test_write_markers_waits_until_the_marker_is_replicated(tmp_path):
     partition = leader(tmp_path, replicas=[1, 2])
     partition.append(txn_batch([b"a"]))
-    broker = fake_broker({"orders": [partition]})
+    broker = Topics({"orders": [partition]})
     results = {}
 
     async def write():
@@ -305,7 +296,7 @@ async def test_write_markers_waits_until_the_marker_is_replicated(tmp_path):
 async def test_write_markers_times_out_or_loses_the_leadership(tmp_path):
     partition = leader(tmp_path, replicas=[1, 2])
     partition.append(txn_batch([b"a"]))
-    broker = fake_broker({"orders": [partition]})
+    broker = Topics({"orders": [partition]})
     marker = TxnMarker(PID, EPOCH, 0, True, [("orders", 0)])
     assert await write_markers(broker, [marker], timeout_s=0.05) == {("orders", 0): ErrorCode.REQUEST_TIMED_OUT}
     results = {}
@@ -320,15 +311,21 @@ async def test_write_markers_times_out_or_loses_the_leadership(tmp_path):
     assert results == {("orders", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
-async def test_markers_of_consumer_offsets_complete_the_producers_offset_commits(tmp_path):
+async def test_each_replicated_marker_is_reported(tmp_path):
     offsets = [leader(tmp_path, f"{OFFSETS_TOPIC}-{i}") for i in range(2)]
-    groups = Groups()
-    broker = fake_broker({OFFSETS_TOPIC: offsets, "orders": [leader(tmp_path, "orders-0")]}, groups=groups)
-    await write_markers(broker, [TxnMarker(PID, EPOCH, 5, True, [(OFFSETS_TOPIC, 1), ("orders", 0)])])
-    assert groups.completed == [(1, PID, True)]
-    results = await write_markers(broker, [TxnMarker(PID, EPOCH, 3, False, [(OFFSETS_TOPIC, 0), (OFFSETS_TOPIC, 1)])])
+    replicated = []
+    topics = Topics({OFFSETS_TOPIC: offsets, "orders": [leader(tmp_path, "orders-0")]})
+
+    def on_replicated(partition, marker):
+        replicated.append((partition, marker.producer_id, marker.committed))
+
+    await write_markers(topics, [TxnMarker(PID, EPOCH, 5, True, [(OFFSETS_TOPIC, 1), ("orders", 0)])],
+                        on_replicated=on_replicated)
+    assert replicated == [((OFFSETS_TOPIC, 1), PID, True), (("orders", 0), PID, True)]
+    results = await write_markers(topics, [TxnMarker(PID, EPOCH, 3, False, [(OFFSETS_TOPIC, 0), (OFFSETS_TOPIC, 1)])],
+                                  on_replicated=on_replicated)
     assert results[(OFFSETS_TOPIC, 1)] == ErrorCode.TRANSACTION_COORDINATOR_FENCED
-    assert groups.completed == [(1, PID, True), (0, PID, False)]
+    assert replicated[2:] == [((OFFSETS_TOPIC, 0), PID, False)]
 
 
 # -- the handlers, through an in-process broker ------------------------------------------------------------

@@ -7,6 +7,8 @@ does the same against a broker process with a real WriteTxnMarkers request and r
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import trio
 
@@ -75,7 +77,7 @@ async def committed(client, group_id: str, partition: int = 0, *, stable: bool =
 
 
 def offsets_partition(running, group_id: str):
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     return running.broker.topics.get(OFFSETS_TOPIC).partitions[coordinator.partition_for(group_id)]
 
 
@@ -84,7 +86,7 @@ def end_transaction(running, group_id: str, committed: bool, *, producer_id: int
     """What WriteTxnMarkers does on the group's partition of __consumer_offsets."""
     partition = offsets_partition(running, group_id)
     partition.append_marker(producer_id, producer_epoch, 0, committed)
-    running.broker.groups.complete_transaction(partition.index, producer_id, committed)
+    running.broker.group_coordinator().complete_transaction(partition.index, producer_id, committed)
 
 
 @pytest.fixture
@@ -119,7 +121,7 @@ async def test_a_commit_marker_makes_the_pending_offsets_committed(running, clie
     for stable in (False, True):
         assert await fetch(client, "g", {TOPIC: [0, 1]}, stable=stable) == (
             0, {(TOPIC, 0): (10, 0), (TOPIC, 1): (11, 0)})
-    offsets = running.broker.groups.offsets
+    offsets = running.broker.group_coordinator().offsets
     assert (offsets.get("g", TOPIC, 0).metadata, offsets.get("g", TOPIC, 0).leader_epoch) == ("in-txn", 7)
 
 
@@ -130,7 +132,7 @@ async def test_an_abort_marker_drops_them_and_leaves_the_committed_offsets(runni
     for stable in (False, True):
         assert await fetch(client, "g", {TOPIC: [0, 1]}, stable=stable) == (
             0, {(TOPIC, 0): (5, 0), (TOPIC, 1): (-1, 0)})
-    assert not running.broker.groups.offsets.has_open_transactions("g")
+    assert not running.broker.group_coordinator().offsets.has_open_transactions("g")
 
 
 async def test_the_batch_is_the_producers_transactional_batch(running, client):
@@ -161,7 +163,7 @@ async def test_a_transaction_wins_over_a_plain_commit_written_before_it(running,
 
 
 async def test_producers_and_groups_are_kept_apart(running, client):
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     # Two groups in different partitions of __consumer_offsets: a marker completes its partition's.
     a, b = "group-a", next(f"group-b{i}" for i in range(100)
                            if coordinator.partition_for(f"group-b{i}") != coordinator.partition_for("group-a"))
@@ -186,7 +188,7 @@ async def test_a_marker_completes_only_the_transaction_it_ends(running, client):
     partition = offsets_partition(running, "g")
     partition.append_marker(PID, EPOCH, 0, True)
     await txn_commit(client, "g", {(TOPIC, 0): 20, (TOPIC, 1): 21})
-    running.broker.groups.complete_transaction(partition.index, PID, True)
+    running.broker.group_coordinator().complete_transaction(partition.index, PID, True)
     assert await fetch(client, "g", {TOPIC: [0, 1]}) == (0, {(TOPIC, 0): (10, 0), (TOPIC, 1): (-1, 0)})
     assert await fetch(client, "g", {TOPIC: [0, 1]}, stable=True) == (0, {
         (TOPIC, 0): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), (TOPIC, 1): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)})
@@ -209,7 +211,7 @@ async def test_validation(running, client):
     # A group that does not exist: created by generation -1 (as a simple group), ILLEGAL_GENERATION otherwise.
     assert await txn_commit(client, "new", {(TOPIC, 0): 1}, generation_id=2, member_id="m") == {
         (TOPIC, 0): ErrorCode.ILLEGAL_GENERATION}
-    assert "new" not in running.broker.groups.groups
+    assert "new" not in running.broker.group_coordinator().groups
     assert await txn_commit(client, "new", {(TOPIC, 0): 1}) == {(TOPIC, 0): 0}
     described = await client.request(DescribeGroupsRequest(groups=["new"]), 5)
     assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Empty")
@@ -262,7 +264,7 @@ async def test_a_fenced_producer_epoch_is_refused(running, client):
     end_transaction(running, "g", committed=False, producer_epoch=2)
     assert await txn_commit(client, "g", {(TOPIC, 0): 2}, producer_epoch=1) == {
         (TOPIC, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
-    assert not running.broker.groups.offsets.has_open_transactions("g")
+    assert not running.broker.group_coordinator().offsets.has_open_transactions("g")
     assert await txn_commit(client, "g", {(TOPIC, 0): 3}, producer_epoch=2) == {(TOPIC, 0): 0}
     assert await txn_commit(client, "g", {(TOPIC, 0): 4}, producer_epoch=2) == {(TOPIC, 0): 0}  # no sequence check
     end_transaction(running, "g", committed=True, producer_epoch=2)
@@ -280,15 +282,15 @@ async def test_successive_transactions_of_a_producer_commit_any_partitions(runni
 
 
 async def test_the_coordinator_errors(running, client):
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     assert await txn_commit(client, "g", {(TOPIC, 0): 1}) == {(TOPIC, 0): 0}  # __consumer_offsets is created
     coordinator.on_partition_leadership(coordinator.partition_for("g"), False)
     assert await txn_commit(client, "g", {(TOPIC, 0): 1}) == {(TOPIC, 0): ErrorCode.NOT_COORDINATOR}
     # Leading it again, the partition loads (here: its load is held back); versions before 2 get
     # COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS, as from Kafka.
-    nursery, coordinator._nursery = coordinator._nursery, None
+    nursery, coordinator.runtime._nursery = coordinator.runtime._nursery, None
     coordinator.on_partition_leadership(coordinator.partition_for("g"), True)
-    coordinator._nursery = nursery
+    coordinator.runtime._nursery = nursery
     for version, error in ((1, ErrorCode.COORDINATOR_NOT_AVAILABLE), (2, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)):
         assert await txn_commit(client, "g", {(TOPIC, 0): 1}, version=version) == {(TOPIC, 0): error}
     coordinator.stop()
@@ -321,7 +323,7 @@ async def test_replay_after_a_restart(nursery, tmp_path):
     assert await fetch(client, "g", {TOPIC: [0, 1, 2, 3]}, stable=True) == (0, {
         **expected, (TOPIC, 3): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)})
     assert await committed(client, "other", stable=True) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
-    assert "other" in second.broker.groups.groups
+    assert "other" in second.broker.group_coordinator().groups
     # The open transaction goes on after the restart: its marker commits what it wrote before.
     end_transaction(second, "g", committed=True, producer_id=3)
     end_transaction(second, "other", committed=True, producer_id=3)
@@ -339,7 +341,7 @@ async def test_replay_after_a_restart(nursery, tmp_path):
 
 
 async def test_a_marker_appended_while_the_partition_loads_is_replayed(running, client, monkeypatch):
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     await txn_commit(client, "g", {(TOPIC, 0): 10})
     for i in range(20):
         await commit(client, "g", {(TOPIC, 1): (i, "")})
@@ -347,7 +349,7 @@ async def test_a_marker_appended_while_the_partition_loads_is_replayed(running, 
     # Leadership lost and won again: the partition loads in the coordinator's task, one batch at a
     # time here. The marker is appended half-way: complete_transaction leaves it to the load, which
     # must read on to the log end as it is then.
-    monkeypatch.setattr(coordinator.config, "offsets_load_buffer_size", 1)  # offsets.load.buffer.size
+    monkeypatch.setattr(coordinator.runtime, "topic", dataclasses.replace(coordinator.runtime.topic, load_buffer_bytes=1))
     coordinator.on_partition_leadership(index, False)
     coordinator.on_partition_leadership(index, True)
     for _ in range(10):
@@ -360,13 +362,13 @@ async def test_a_marker_appended_while_the_partition_loads_is_replayed(running, 
 
 
 async def _loaded(running) -> bool:
-    return running.broker.groups.active
+    return running.broker.group_coordinator().active
 
 
 # ---------------------------------------------------------------------------------------------- deletion, expiry
 
 async def test_pending_offsets_do_not_expire_and_keep_their_group(running, client):
-    coordinator = running.broker.groups
+    coordinator = running.broker.group_coordinator()
     await commit(client, "g", {(TOPIC, 0): (5, ""), (TOPIC, 1): (5, "")})
     await txn_commit(client, "g", {(TOPIC, 0): 10})
     await txn_commit(client, "pending-only", {(TOPIC, 0): 10})
@@ -392,7 +394,7 @@ async def test_delete_groups_deletes_pending_offsets_too(running, client):
     assert await fetch(client, "g", {TOPIC: [0, 1]}, stable=True) == (0, {(TOPIC, 0): (-1, 0), (TOPIC, 1): (-1, 0)})
     end_transaction(running, "g", committed=True)  # nothing left to commit
     assert await fetch(client, "g", {TOPIC: [0, 1]}, stable=True) == (0, {(TOPIC, 0): (-1, 0), (TOPIC, 1): (-1, 0)})
-    assert "g" not in running.broker.groups.groups
+    assert "g" not in running.broker.group_coordinator().groups
 
 
 async def test_offset_delete_of_a_pending_partition(running, client):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from trafka.broker.internal_topics import partition_for
+from trafka.broker.coordinator_runtime import partition_for
 from trafka.broker.txn.records import decode_key, decode_value, encode_key, encode_value
 from trafka.broker.txn.state import VALID_PREVIOUS, IllegalTransition, TransactionMetadata, TransactionState
 

@@ -164,7 +164,7 @@ async def test_a_marker_between_verification_and_append_makes_the_append_refused
     partition = running.broker.topics.get(TOPIC).partitions[0]
     pid, epoch = 9000, 0
 
-    async def confirmed_then_aborted(broker, txn, producer_id, producer_epoch, partitions):
+    async def confirmed_then_aborted(coordinator, peers, node_id, txn, producer_id, producer_epoch, partitions):
         partition.append_marker(producer_id, producer_epoch, 0, False)
         await trio.sleep(0)
         return dict.fromkeys(partitions, ErrorCode.NONE)
@@ -175,7 +175,7 @@ async def test_a_marker_between_verification_and_append_makes_the_append_refused
                                                          verification.APPEND_NOT_VERIFIED_MESSAGE)
     assert partition.log_end_offset == partition.last_stable_offset == 1  # the marker alone
 
-    async def confirmed(broker, txn, producer_id, producer_epoch, partitions):
+    async def confirmed(coordinator, peers, node_id, txn, producer_id, producer_epoch, partitions):
         await trio.sleep(0)
         return dict.fromkeys(partitions, ErrorCode.NONE)
 

@@ -1,11 +1,13 @@
 """The transaction coordinator: transactional ids, their producer ids and epochs, and the two-phase
 end of each transaction (Kafka's ``TransactionCoordinator`` and ``TransactionStateManager``).
 
-Each transactional id belongs to one partition of ``__transaction_state`` (the Java string hash of the
-id, modulo the partition count, as in Kafka), and the broker leading that partition coordinates it: a
-single node coordinates them all. Every change of an id's state is written to that partition (Kafka's
-TransactionLogKey/Value records, acks=all) before it takes effect or is answered; a broker that comes
-to lead the partition replays it, and finishes the transactions it finds decided but not completed.
+Each transactional id belongs to one partition of ``__transaction_state``, and the broker leading that
+partition coordinates it: a single node coordinates them all. The coordinator runtime
+(:mod:`trafka.broker.coordinator_runtime`) follows that leadership, loads the partitions and writes to
+them; this module keeps the ids' state machines. Every change of an id's state is written to its
+partition (Kafka's TransactionLogKey/Value records, acks=all) and takes effect, and is answered, once
+replicated; a broker that comes to lead the partition replays it, and finishes the transactions it
+finds decided but not completed.
 
 A transaction: InitProducerId gives the id its producer id and a new epoch (fencing any older producer
 with the same id, and aborting its open transaction); AddPartitionsToTxn and AddOffsetsToTxn make it
@@ -24,15 +26,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol
 
 import trio
 
-from trafka.broker.internal_topics import WRITE_ERRORS, partition_for, read_for_load
+from trafka.broker.config import BrokerConfig
+from trafka.broker.coordinator_runtime import CoordinatorRuntime, InternalTopic
 from trafka.broker.partition import Partition
-from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from trafka.broker.txn.markers import TxnMarker, write_markers
+from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicCreator
+from trafka.broker.txn.markers import TxnMarker
 from trafka.broker.txn.records import decode_key, decode_value, encode_key, encode_value
 from trafka.broker.txn.state import (
     COMPLETED,
@@ -44,16 +47,12 @@ from trafka.broker.txn.state import (
 )
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.primitives import DecodeError
-from trafka.wire.records import build_batch
-
-if TYPE_CHECKING:
-    from trafka.broker.broker import Broker
+from trafka.wire.records import RecordBatch, build_batch
 
 log = logging.getLogger(__name__)
 
 S = TransactionState
 
-LOADED = "loaded"
 #: Topic configs of ``__transaction_state``, besides those from the broker's transaction.state.log.* settings.
 TRANSACTION_STATE_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
@@ -65,24 +64,66 @@ WRITE_TIMEOUT_S = 30.0
 #: Between two rounds of markers for partitions whose leaders did not take them yet.
 MARKER_RETRY_S = 0.1
 
+MarkerResults = dict[tuple[str, int], ErrorCode]
+
+
+class ProducerIds(Protocol):
+    async def next_producer_id(self) -> int: ...
+
+
+def transaction_state_topic(config: BrokerConfig) -> InternalTopic:
+    """``__transaction_state`` as the broker's ``transaction.state.log.*`` settings make it."""
+    return InternalTopic(
+        name=TRANSACTION_STATE_TOPIC,
+        partitions=config.transaction_state_log_num_partitions,
+        replication_factor=config.transaction_state_log_replication_factor,
+        configs={**TRANSACTION_STATE_TOPIC_CONFIGS, "min.insync.replicas": str(config.transaction_state_log_min_isr),
+                 "segment.bytes": str(config.transaction_state_log_segment_bytes)},
+        settings=f"transaction.state.log.num.partitions={config.transaction_state_log_num_partitions}, "
+                 f"transaction.state.log.replication.factor={config.transaction_state_log_replication_factor}",
+        key_name="transactional id",
+        users="transactional producers",
+        load_buffer_bytes=config.transaction_state_log_load_buffer_size,
+        write_timeout_s=WRITE_TIMEOUT_S,
+    )
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    """The transactional ids of the ``__transaction_state`` partitions led here.
+
+    It is given what it uses: the broker's settings, its topics (to look partitions up and create
+    ``__transaction_state``), whether it is a single node, its id, the producer id allocator, how to
+    find a group's partition of ``__consumer_offsets`` (AddOffsetsToTxn), and how to write markers to
+    the partitions led here (``write_markers``) and to send them to other leaders (``send_markers``,
+    None on a single node)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicCreator,
+        *,
+        node_id: int,
+        single_node: bool,
+        producer_ids: ProducerIds,
+        offsets_partition_for: Callable[[str], Awaitable[int]],
+        write_markers: Callable[[Sequence[TxnMarker]], Awaitable[MarkerResults]],
+        send_markers: Callable[[TxnMarker, Callable[[str, int], int]], Awaitable[MarkerResults]] | None,
+    ) -> None:
+        self.config = config
+        self._topics = topics
+        self._node_id = node_id
+        self._producer_ids = producer_ids
+        self._offsets_partition_for = offsets_partition_for
+        self._write_markers = write_markers
+        self._send_markers_remote = send_markers
         #: Every transactional id of the partitions led and loaded here.
         self.transactions: dict[str, TransactionMetadata] = {}
-        #: The partitions of __transaction_state led here: LOADED, or a scope while loading.
-        self._led: dict[int, trio.CancelScope | str] = {}
+        #: Per partition being loaded, the ids replayed so far (they replace the partition's at the end).
+        self._replayed: dict[int, dict[str, TransactionMetadata]] = {}
         self._nursery: trio.Nursery | None = None
-        self._pending_loads: list[int] = []
-        self._topic_error_logged: ErrorCode | None = None
-        topic = broker.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is not None:
-            for partition in topic.partitions:
-                if partition.is_leader:
-                    self.on_partition_leadership(partition.index, True)
+        self._pending_completions: list[str] = []
+        self.runtime = CoordinatorRuntime(transaction_state_topic(config), self, topics, single_node=single_node)
+        self.runtime.lead_existing()
 
     @staticmethod
     def now_ms() -> int:
@@ -94,9 +135,10 @@ class TransactionCoordinator:
         """Loads of the partitions led here, the abort of timed-out transactions and the expiry of idle ids."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            pending, self._pending_loads = self._pending_loads, []
-            for index in pending:
-                self._start_load(index)
+            for transactional_id in self._pending_completions:
+                nursery.start_soon(self._complete, transactional_id)
+            self._pending_completions = []
+            await nursery.start(self.runtime.run)
             nursery.start_soon(self._every, self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                                self.abort_timed_out_transactions)
             nursery.start_soon(self._every, self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
@@ -109,122 +151,68 @@ class TransactionCoordinator:
             await trio.sleep(interval_ms / 1000)
             await action()
 
-    # ============================================================================ leadership and loading
+    # ============================================================================ loading (the runtime's shard)
 
     def on_partition_leadership(self, index: int, leading: bool) -> None:
         """This broker became (``leading``) or stopped being the leader of ``__transaction_state``
         partition ``index``: replay it (its ids get COORDINATOR_LOAD_IN_PROGRESS meanwhile) and finish
         the transactions it decided, or forget its ids (they get NOT_COORDINATOR). Idempotent."""
-        if leading:
-            if index in self._led:
-                return
-            self._led[index] = trio.CancelScope()
-            if self._nursery is None:
-                self._pending_loads.append(index)
-            else:
-                self._start_load(index)
-            return
-        scope = self._led.pop(index, None)
-        if isinstance(scope, trio.CancelScope):
-            scope.cancel()
+        self.runtime.on_partition_leadership(index, leading)
+
+    def replay(self, index: int, batch: RecordBatch, log_start_offset: int) -> int:
+        if batch.is_control:
+            return 0
+        replayed = self._replayed.setdefault(index, {})
+        count = 0
+        for record in batch.records():
+            if record.offset < log_start_offset:
+                continue
+            count += 1
+            try:
+                transactional_id = decode_key(record.key)
+                if record.value is None:
+                    replayed.pop(transactional_id, None)
+                else:
+                    replayed[transactional_id] = decode_value(record.value).to_metadata(transactional_id)
+            except (DecodeError, ValueError, TypeError, IndexError) as exc:
+                log.warning("skipping a %s-%d record that cannot be read: %s", TRANSACTION_STATE_TOPIC, index, exc)
+        return count
+
+    def loaded(self, index: int) -> None:
+        loaded = self._replayed.pop(index, {})
+        self.transactions.update(loaded)
+        if loaded:
+            log.info("loaded %d transactional ids of %s-%d", len(loaded), TRANSACTION_STATE_TOPIC, index)
+        for metadata in loaded.values():  # decided before the last leader stopped: finish them
+            if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                if self._nursery is None:
+                    self._pending_completions.append(metadata.transactional_id)
+                else:
+                    self._nursery.start_soon(self._complete, metadata.transactional_id)
+
+    def unloaded(self, index: int) -> int:
+        self._replayed.pop(index, None)
         dropped = [t for t in self.transactions if self.partition_for(t) == index]
         for transactional_id in dropped:
             del self.transactions[transactional_id]
-        if scope is not None:
-            log.info("resigned as coordinator of %s-%d: %d transactional ids unloaded",
-                     TRANSACTION_STATE_TOPIC, index, len(dropped))
-
-    def _start_load(self, index: int) -> None:
-        scope = self._led.get(index)
-        if isinstance(scope, trio.CancelScope):
-            self._nursery.start_soon(self._load, index, scope)
-
-    async def _load(self, index: int, scope: trio.CancelScope) -> None:
-        with scope:
-            partition = self._state_partition(index)
-            if partition is None or partition.log is None:
-                log.warning("told to coordinate the transactions of %s-%d, which has no log here",
-                            TRANSACTION_STATE_TOPIC, index)
-                return
-            started = time.monotonic()
-            loaded: dict[str, TransactionMetadata] = {}
-            count = 0
-            start = partition.log.log_start_offset
-            for batches in read_for_load(partition.log, self.config.transaction_state_log_load_buffer_size):
-                for record in (r for batch in batches if not batch.is_control for r in batch.records()):
-                    if record.offset < start:
-                        continue
-                    count += 1
-                    try:
-                        transactional_id = decode_key(record.key)
-                        if record.value is None:
-                            loaded.pop(transactional_id, None)
-                        else:
-                            loaded[transactional_id] = decode_value(record.value).to_metadata(transactional_id)
-                    except (DecodeError, ValueError, TypeError, IndexError) as exc:
-                        log.warning("skipping a %s-%d record that cannot be read: %s",
-                                    TRANSACTION_STATE_TOPIC, index, exc)
-                await trio.sleep(0)
-            if self._led.get(index) is not scope:
-                return
-            self.transactions.update(loaded)
-            self._led[index] = LOADED
-            log.info("loaded %d transactional ids from %d records of %s-%d in %.3f s", len(loaded), count,
-                     TRANSACTION_STATE_TOPIC, index, time.monotonic() - started)
-            for metadata in loaded.values():  # decided before the last leader stopped: finish them
-                if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                    self._nursery.start_soon(self._complete, metadata.transactional_id)
+        return len(dropped)
 
     # ============================================================================ __transaction_state
 
     def partition_for(self, transactional_id: str) -> int:
-        topic = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
-        count = len(topic.partitions) if topic is not None else self.config.transaction_state_log_num_partitions
-        return partition_for(transactional_id, count)
+        return self.runtime.partition_for(transactional_id)
 
     def _state_partition(self, index: int) -> Partition | None:
-        topic = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None or not 0 <= index < len(topic.partitions):
-            return None
-        return topic.partitions[index]
+        return self.runtime.partition(index)
 
     def coordinator_id(self, transactional_id: str) -> int | None:
         """The broker coordinating ``transactional_id``: the leader of its partition (None: none yet)."""
-        partition = self._state_partition(self.partition_for(transactional_id))
-        if partition is None or partition.leader_id < 0:
-            return None
-        return partition.leader_id
+        return self.runtime.coordinator_id(transactional_id)
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (FindCoordinator does, as in Kafka).
         A failure (fewer live brokers than its replication factor, say) is logged once and raised."""
-        topics = self.broker.topics
-        if topics.get(TRANSACTION_STATE_TOPIC) is not None:
-            return
-        config = self.config
-        configs = {**TRANSACTION_STATE_TOPIC_CONFIGS, "min.insync.replicas": str(config.transaction_state_log_min_isr),
-                   "segment.bytes": str(config.transaction_state_log_segment_bytes)}
-        started = time.monotonic()
-        try:
-            topic = await topics.create(TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
-                                        config.transaction_state_log_replication_factor, configs)
-        except KafkaError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return
-            if self._topic_error_logged != exc.code:
-                self._topic_error_logged = exc.code
-                log.error("cannot create %s (transaction.state.log.num.partitions=%d, "
-                          "transaction.state.log.replication.factor=%d): %s %s; transactional producers have no "
-                          "coordinator (COORDINATOR_NOT_AVAILABLE) until it can be created", TRANSACTION_STATE_TOPIC,
-                          config.transaction_state_log_num_partitions, config.transaction_state_log_replication_factor,
-                          exc.code.name, exc.message)
-            raise
-        self._topic_error_logged = None
-        log.info("created %s with %d partitions in %.3f s", TRANSACTION_STATE_TOPIC, len(topic.partitions),
-                 time.monotonic() - started)
-        if self.broker.cluster is None:
-            for partition in topic.partitions:
-                self.on_partition_leadership(partition.index, True)
+        await self.runtime.ensure_topic()
 
     def _coordinating(self, transactional_id: str) -> Partition:
         """The partition of ``transactional_id`` if this broker coordinates it and has loaded it."""
@@ -232,13 +220,13 @@ class TransactionCoordinator:
         partition = self._state_partition(index)
         if partition is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC} does not exist yet.")
-        state = self._led.get(index)
-        if state is None or not partition.is_leader:
-            raise KafkaError(ErrorCode.NOT_COORDINATOR,
-                             f"This broker does not coordinate transactional id {transactional_id}.")
-        if state is not LOADED:
-            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                             f"{TRANSACTION_STATE_TOPIC}-{index} is still being loaded.")
+        code = self.runtime.error(index)
+        if code == ErrorCode.NOT_COORDINATOR:
+            raise KafkaError(code, f"This broker does not coordinate transactional id {transactional_id}.")
+        if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            raise KafkaError(code, f"{TRANSACTION_STATE_TOPIC}-{index} is still being loaded.")
+        if code != ErrorCode.NONE:
+            raise KafkaError(code)
         return partition
 
     async def _write(self, metadata: TransactionMetadata, target: TransactionMetadata | None) -> ErrorCode:
@@ -246,29 +234,19 @@ class TransactionCoordinator:
         then it replaces ``metadata``. The caller has set ``metadata.pending``; it is cleared here."""
         transactional_id = metadata.transactional_id
         try:
-            partition = self._coordinating(transactional_id)
-            value = None if target is None else encode_value(target)
-            info = partition.append(bytearray(build_batch([(encode_key(transactional_id), value)])))
-            required = info.last_offset + 1
-            if partition.high_watermark < required:
-                with trio.move_on_after(WRITE_TIMEOUT_S):
-                    await partition.wait_for_high_watermark(required)
-                if not partition.is_leader:
-                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                if partition.high_watermark < required:
-                    raise KafkaError(ErrorCode.REQUEST_TIMED_OUT)
+            self._coordinating(transactional_id)
         except KafkaError as exc:
-            code = WRITE_ERRORS.get(exc.code, exc.code)
-            log.warning("transactional id %s: writing %s to %s failed: %s; answered %s", transactional_id,
-                        "a tombstone" if target is None else target.state.display_name, TRANSACTION_STATE_TOPIC,
-                        exc, code.name)
-            metadata.pending = None
-            return code
-        except OSError as exc:
-            log.error("transactional id %s: writing to %s failed: %s", transactional_id, TRANSACTION_STATE_TOPIC, exc)
-            metadata.pending = None
-            return ErrorCode.NOT_COORDINATOR
+            code = exc.code
+        else:
+            value = None if target is None else encode_value(target)
+            code = await self.runtime.write(transactional_id,
+                                            bytearray(build_batch([(encode_key(transactional_id), value)])))
         metadata.pending = None
+        if code != ErrorCode.NONE:
+            log.warning("transactional id %s: writing %s to %s failed; answered %s", transactional_id,
+                        "a tombstone" if target is None else target.state.display_name, TRANSACTION_STATE_TOPIC,
+                        code.name)
+            return code
         if self.transactions.get(transactional_id) is metadata:
             if target is None:
                 del self.transactions[transactional_id]
@@ -292,7 +270,7 @@ class TransactionCoordinator:
         now = self.now_ms()
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
-            producer_id = await self.broker.producer_ids.next_producer_id()
+            producer_id = await self._producer_ids.next_producer_id()
             metadata = self.transactions.setdefault(transactional_id, TransactionMetadata(
                 transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms, S.EMPTY, last_update_ms=now))
             if metadata.pending is None and metadata.producer_epoch == NO_PRODUCER_EPOCH:
@@ -331,7 +309,7 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         changes = self._bumped(metadata, remember_epoch=expected)
         if changes["producer_id"] != metadata.producer_id:
-            changes["producer_id"] = await self.broker.producer_ids.next_producer_id()
+            changes["producer_id"] = await self._producer_ids.next_producer_id()
             if metadata.pending is not None or self.transactions.get(transactional_id) is not metadata:
                 return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         target = metadata.transition(S.EMPTY, timeout_ms=timeout_ms, last_update_ms=now, partitions=set(),
@@ -416,13 +394,12 @@ class TransactionCoordinator:
         return {key: ErrorCode.NONE if key in ongoing else ErrorCode.TRANSACTION_ABORTABLE for key in wanted}
 
     def _exists(self, topic: str, partition: int) -> bool:
-        found = self.broker.topics.get(topic)
+        found = self._topics.get(topic)
         return found is not None and 0 <= partition < len(found.partitions)
 
     async def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
         """AddOffsetsToTxn: the group's partition of ``__consumer_offsets`` joins the transaction."""
-        groups = await self.broker.group_coordinator()
-        key = (OFFSETS_TOPIC, groups.partition_for(group_id))
+        key = (OFFSETS_TOPIC, await self._offsets_partition_for(group_id))
         return (await self.add_partitions(transactional_id, producer_id, epoch, [key]))[key]
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> ErrorCode:
@@ -481,7 +458,7 @@ class TransactionCoordinator:
         coordinator_epoch = state_partition.leader_epoch
         remaining = set(metadata.partitions)
         while remaining:
-            if self._led.get(index) is not LOADED or self.transactions.get(transactional_id) is not metadata \
+            if not self.runtime.is_loaded(index) or self.transactions.get(transactional_id) is not metadata \
                     or state_partition.leader_epoch != coordinator_epoch:
                 return  # no longer this broker's to finish: the next coordinator does
             gone = {key for key in remaining if not self._exists(*key)}
@@ -501,7 +478,7 @@ class TransactionCoordinator:
             if remaining:
                 await trio.sleep(MARKER_RETRY_S)
         done = S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT
-        while self.transactions.get(transactional_id) is metadata and self._led.get(index) is LOADED:
+        while self.transactions.get(transactional_id) is metadata and self.runtime.is_loaded(index):
             if metadata.pending is None:
                 metadata.pending = done
                 target = metadata.transition(done, partitions=set(), last_update_ms=self.now_ms())
@@ -513,21 +490,20 @@ class TransactionCoordinator:
     async def _send_markers(self, marker: TxnMarker) -> dict[tuple[str, int], ErrorCode]:
         """The marker to every partition it names: those led here directly, the others through their
         leader (WriteTxnMarkers). An error for each partition."""
-        local = [key for key in marker.partitions if self._leader_of(*key) == self.broker.node_id]
-        results: dict[tuple[str, int], ErrorCode] = {}
+        local = [key for key in marker.partitions if self._leader_of(*key) == self._node_id]
+        results: MarkerResults = {}
         if local:
-            results.update(await write_markers(self.broker, [marker._replace(partitions=local)]))
+            results.update(await self._write_markers([marker._replace(partitions=local)]))
         remote = [key for key in marker.partitions if key not in results]
         if remote:
-            if self.broker.cluster is None:
+            if self._send_markers_remote is None:
                 results.update(dict.fromkeys(remote, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             else:
-                results.update(await self.broker.peer_channel.send(marker._replace(partitions=remote),
-                                                                    self._leader_of))
+                results.update(await self._send_markers_remote(marker._replace(partitions=remote), self._leader_of))
         return results
 
     def _leader_of(self, topic: str, partition: int) -> int:
-        found = self.broker.topics.get(topic)
+        found = self._topics.get(topic)
         if found is None or not 0 <= partition < len(found.partitions):
             return -1
         return found.partitions[partition].leader_id
@@ -540,7 +516,7 @@ class TransactionCoordinator:
         for metadata in list(self.transactions.values()):
             if metadata.state is S.ONGOING and metadata.pending is None \
                     and metadata.start_ms + metadata.timeout_ms < now \
-                    and self._led.get(self.partition_for(metadata.transactional_id)) is LOADED:
+                    and self.runtime.is_loaded(self.partition_for(metadata.transactional_id)):
                 await self._abort_fencing(metadata, f"open for longer than its timeout of {metadata.timeout_ms} ms")
 
     async def remove_expired_transactional_ids(self) -> None:
@@ -549,7 +525,7 @@ class TransactionCoordinator:
         deadline = self.now_ms() - self.config.transactional_id_expiration_ms
         for metadata in list(self.transactions.values()):
             if metadata.state in COMPLETED and metadata.pending is None and metadata.last_update_ms < deadline \
-                    and self._led.get(self.partition_for(metadata.transactional_id)) is LOADED:
+                    and self.runtime.is_loaded(self.partition_for(metadata.transactional_id)):
                 metadata.pending = S.DEAD
                 metadata.transition(S.DEAD)  # (checked: a completed id may die)
                 if await self._write(metadata, None) == ErrorCode.NONE:
@@ -569,7 +545,6 @@ class TransactionCoordinator:
 
     def listing(self) -> tuple[bool, list[TransactionMetadata]]:
         """(whether partitions are still loading, the ids of the partitions loaded here)."""
-        loading = any(state is not LOADED for state in self._led.values())
-        return loading, [m for m in self.transactions.values()
-                         if m.producer_epoch != NO_PRODUCER_EPOCH
-                         and self._led.get(self.partition_for(m.transactional_id)) is LOADED]
+        return self.runtime.loading, [m for m in self.transactions.values()
+                                      if m.producer_epoch != NO_PRODUCER_EPOCH
+                                      and self.runtime.is_loaded(self.partition_for(m.transactional_id))]

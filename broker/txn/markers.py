@@ -16,24 +16,21 @@ outcome is an error code:
   marker's, INVALID_PRODUCER_EPOCH for an older producer epoch, KAFKA_STORAGE_ERROR;
 - NONE: the marker is in the log and replicated.
 
-Once a marker of a partition of ``__consumer_offsets`` is replicated, the group coordinator completes
-the producer's transactional offset commits of that partition (commits or drops them), as Kafka's
-group coordinator does when the marker's append completes.
+Once a marker is replicated, the caller's ``on_replicated`` hears of it: the broker has the group
+coordinator complete the producer's transactional offset commits of a ``__consumer_offsets`` partition
+(commit or drop them), as Kafka's group coordinator does when the marker's append completes.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import trio
 
 from trafka.broker.partition import Partition
-from trafka.broker.topics import OFFSETS_TOPIC
+from trafka.broker.topics import TopicLookup
 from trafka.wire.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from trafka.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +49,19 @@ class TxnMarker(NamedTuple):
     transaction_version: int = 0  # the coordinator's (WriteTxnMarkers v2); 2 validates the epoch strictly
 
 
-async def write_markers(broker: Broker, markers: Sequence[TxnMarker], *,
+async def write_markers(topics: TopicLookup, markers: Sequence[TxnMarker], *,
+                        on_replicated: Callable[[tuple[str, int], TxnMarker], None] | None = None,
                         timeout_s: float = MARKER_TIMEOUT_S) -> dict[tuple[str, int], ErrorCode]:
-    """Write ``markers`` to their partitions (all appended, in order, then waited on together) and
-    return each (topic, partition)'s error code. Where markers of one call name the same partition,
+    """Write ``markers`` to their partitions of ``topics`` (all appended, in order, then waited on
+    together) and return each (topic, partition)'s error code; ``on_replicated(partition, marker)`` is
+    called for each marker once replicated. Where markers of one call name the same partition,
     its code is the first error among them; callers that need one code per marker (WriteTxnMarkers)
     keep the partitions of one call distinct."""
     results: dict[tuple[str, int], ErrorCode] = {}
     waiting: list[tuple[TxnMarker, tuple[str, int], Partition, int, int]] = []
     for marker in markers:
         for key in dict.fromkeys(marker.partitions):  # a partition named twice gets one marker
-            code, partition, min_insync_replicas = _leader(broker, *key)
+            code, partition, min_insync_replicas = _leader(topics, *key)
             if partition is not None:
                 try:
                     info = partition.append_marker(marker.producer_id, marker.producer_epoch,
@@ -78,28 +77,18 @@ async def write_markers(broker: Broker, markers: Sequence[TxnMarker], *,
             _note(results, key, code)
     if not waiting:
         return results
-    with trio.move_on_after(timeout_s):
-        for _, _, partition, required, _ in waiting:
-            await partition.wait_for_high_watermark(required)
-    groups = broker.loaded_groups
+    deadline = trio.current_time() + timeout_s
     for marker, key, partition, required, min_insync_replicas in waiting:
-        if not partition.is_leader:
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        elif partition.high_watermark < required:
-            code = ErrorCode.REQUEST_TIMED_OUT
-        elif len(partition.isr) < min_insync_replicas:
-            code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        else:
-            code = ErrorCode.NONE
-            if key[0] == OFFSETS_TOPIC and groups is not None:
-                groups.complete_transaction(key[1], marker.producer_id, marker.committed)
+        code = await partition.await_replicated(required, deadline, min_insync_replicas)
+        if code == ErrorCode.NONE and on_replicated is not None:
+            on_replicated(key, marker)
         _note(results, key, code)
     return results
 
 
-def _leader(broker: Broker, topic: str, index: int) -> tuple[ErrorCode, Partition | None, int]:
+def _leader(topics: TopicLookup, topic: str, index: int) -> tuple[ErrorCode, Partition | None, int]:
     """The partition to append to, with the topic's min.insync.replicas; or the error that says why not."""
-    found = broker.topics.get(topic)
+    found = topics.get(topic)
     if found is None or not 0 <= index < len(found.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, 0
     partition = found.partitions[index]

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 from trafka.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from trafka.broker.broker import Broker
+    from trafka.broker.txn.channel import PeerChannel
+    from trafka.broker.txn.coordinator import TransactionCoordinator
 
 #: A coordinator that cannot answer now: the producer retries (Kafka's choice of error).
 RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
@@ -39,20 +40,20 @@ NOT_IN_TRANSACTION_MESSAGE = "Partition was not added to the transaction"
 APPEND_NOT_VERIFIED_MESSAGE = "Record was not part of an ongoing transaction"
 
 
-async def verify(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
+async def verify(coordinator: TransactionCoordinator, peers: PeerChannel | None, node_id: int,
+                 transactional_id: str, producer_id: int, producer_epoch: int,
                  partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
     """The coordinator's answer for each partition: NONE when it is in the producer's ongoing
-    transaction, the coordinator's error otherwise (not yet mapped for Produce)."""
-    coordinator = broker.transactions
-    if broker.cluster is None:
+    transaction, the coordinator's error otherwise (not yet mapped for Produce). ``coordinator`` is
+    this broker's; ``peers`` reach the other brokers of the cluster (None on a single node)."""
+    if peers is None:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
     coordinator_id = coordinator.coordinator_id(transactional_id)
     if coordinator_id is None:
         return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if coordinator_id == broker.node_id:
+    if coordinator_id == node_id:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-    return await broker.peer_channel.verify(coordinator_id, transactional_id, producer_id, producer_epoch,
-                                              partitions)
+    return await peers.verify(coordinator_id, transactional_id, producer_id, producer_epoch, partitions)
 
 
 def produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str | None]:
