@@ -7,15 +7,13 @@ Versions are ones every broker since Kafka 2.8 serves, trafka and Apache Kafka 4
 """
 from __future__ import annotations
 
-import itertools
 import socket
 from types import TracebackType
 
+from trafka.wire.client import NEED_DATA, ClientConnection, ProtocolError, Response
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import FindCoordinatorRequest, MetadataRequest, MetadataResponse
-from trafka.wire.primitives import Message, Writer
-from trafka.wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
-from trafka.wire.messages import RESPONSES
+from trafka.wire.primitives import Message
 
 CLIENT_ID = "trafka-cli"
 METADATA_VERSION = 10
@@ -43,33 +41,27 @@ class Connection:
         except OSError as exc:
             raise ClientError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.address = f"{host}:{port}"
-        self._correlation_ids = itertools.count(1)
+        self._protocol = ClientConnection(client_id=CLIENT_ID)
 
     def request(self, message: Message, version: int) -> Message:
-        correlation_id = next(self._correlation_ids)
-        writer = Writer()
-        encode_request_header(writer, RequestHeader(message.API_KEY, version, correlation_id, CLIENT_ID))
-        message.encode_into(writer, version)
-        body = writer.to_bytes()
         try:
-            self.sock.sendall(len(body).to_bytes(4, "big") + body)
-            frame = self._read(int.from_bytes(self._read(4), "big"))
+            self.sock.sendall(self._protocol.send_request(message, version, expect_response=True))
+            return self._receive().body
         except OSError as exc:
             raise ClientError(f"{self.address}: {exc.strerror or exc}") from None
-        received, position = decode_response_header(memoryview(frame), response_header_version(message.API_KEY,
-                                                                                                 version))
-        if received != correlation_id:
-            raise ClientError(f"{self.address}: answer to request {received}, expected {correlation_id}")
-        return RESPONSES[message.API_KEY].decode(memoryview(frame)[position:], version)
+        except ProtocolError as exc:
+            raise ClientError(f"{self.address}: {exc}") from None
 
-    def _read(self, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = self.sock.recv(min(count - len(data), 1 << 20))
-            if not chunk:
+    def _receive(self) -> Response:
+        protocol = self._protocol
+        while (event := protocol.next_response()) is NEED_DATA:
+            with protocol.receive_buffer() as room:
+                count = self.sock.recv_into(room)
+            if not count:
                 raise ClientError(f"{self.address} closed the connection")
-            data += chunk
-        return bytes(data)
+            protocol.received(count)
+        assert isinstance(event, Response)
+        return event
 
     def close(self) -> None:
         self.sock.close()
