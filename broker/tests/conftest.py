@@ -8,8 +8,6 @@ directory and yields a :class:`RunningBroker`; ``await running.client()`` opens 
 """
 from __future__ import annotations
 
-import itertools
-import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,55 +18,42 @@ import trio
 
 from trafka.broker.config import BrokerConfig
 from trafka.broker.server import Server
-from trafka.wire.primitives import Message, Writer
-from trafka.wire.protocol import (
-    RESPONSES,
-    RequestHeader,
-    decode_response_header,
-    encode_request_header,
-    response_header_version,
-)
+from trafka.wire.client import NEED_DATA, ClientConnection, Response
+from trafka.wire.primitives import Message
 
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
 
-_SIZE = struct.Struct(">i")
-
 
 class KafkaClient:
-    """One connection to the broker; requests go one at a time and each waits for its response."""
+    """One connection to the broker. ``request`` sends one request and waits for its response; ``send``
+    and ``receive`` split the two, for pipelining, for an acks=0 Produce (which gets no response), and
+    with ``protocol.send_raw`` for frames the codec would not encode."""
 
     def __init__(self, stream: trio.SocketStream, client_id: str = "trafka-tests") -> None:
         self.stream = stream
         self.client_id = client_id
-        self._correlation_ids = itertools.count(1)
-        self._buffer = bytearray()
+        self.protocol = ClientConnection(client_id=client_id)
 
     async def request(self, message: Message, version: int) -> Message:
-        api_key = message.API_KEY
-        correlation_id = next(self._correlation_ids)
-        writer = Writer()
-        encode_request_header(writer, RequestHeader(api_key, version, correlation_id, self.client_id))
-        message.encode_into(writer, version)
-        body = writer.to_bytes()
-        await self.stream.send_all(_SIZE.pack(len(body)) + body)
-        frame = await self._receive_frame()
-        received_id, position = decode_response_header(memoryview(frame), response_header_version(api_key, version))
-        assert received_id == correlation_id, f"correlation id {received_id}, expected {correlation_id}"
-        return RESPONSES[api_key].decode(memoryview(frame)[position:], version)
+        await self.send(message, version, expect_response=True)
+        return (await self.receive()).body
 
-    async def _receive_frame(self) -> bytes:
-        while True:
-            if len(self._buffer) >= 4:
-                (size,) = _SIZE.unpack_from(self._buffer)
-                if len(self._buffer) >= 4 + size:
-                    frame = bytes(self._buffer[4 : 4 + size])
-                    del self._buffer[: 4 + size]
-                    return frame
+    async def send(self, message: Message, version: int, *, expect_response: bool | None = None) -> None:
+        """Send without waiting; a Produce with acks=0 awaits no response unless ``expect_response``."""
+        await self.stream.send_all(self.protocol.send_request(message, version, expect_response=expect_response))
+
+    async def receive(self) -> Response:
+        """The response to the oldest request sent that awaits one."""
+        if not self.protocol.awaiting:
+            raise RuntimeError("no request awaits a response")
+        while (event := self.protocol.next_response()) is NEED_DATA:
             data = await self.stream.receive_some(65536)
             if not data:
                 raise EOFError("the broker closed the connection")
-            self._buffer += data
+            self.protocol.receive_data(data)
+        assert isinstance(event, Response)
+        return event
 
     async def aclose(self) -> None:
         await self.stream.aclose()

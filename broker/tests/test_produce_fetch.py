@@ -2,8 +2,6 @@
 over a real TCP socket."""
 from __future__ import annotations
 
-import struct
-
 import trio
 
 from trafka.broker.connection import SENDFILE_MIN
@@ -19,8 +17,7 @@ from trafka.wire.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from trafka.wire.primitives import Writer
-from trafka.wire.protocol import ApiKey, RequestHeader, encode_request_header
+from trafka.wire.protocol import ApiKey
 from trafka.wire.records import Compression, RecordBatch, SimpleRecord, build_batch, iter_batches
 
 FETCH_VERSION = 12
@@ -248,13 +245,10 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(client: KafkaClient
 
 async def test_acks_zero_gets_no_response_and_later_responses_stay_in_order(client: KafkaClient, broker: RunningBroker):
     await create_topic(client, "fire")
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, PRODUCE_VERSION, 999, "t"))
-    produce_request("fire", build_batch([SimpleRecord(None, b"x")]), acks=0).encode_into(writer, PRODUCE_VERSION)
-    body = writer.to_bytes()
-    await client.stream.send_all(struct.pack(">i", len(body)) + body)
-    # The next request's response is the next thing on the wire (the conftest client checks the
-    # correlation id), so the acks=0 request was answered with nothing.
+    await client.send(produce_request("fire", build_batch([SimpleRecord(None, b"x")]), acks=0), PRODUCE_VERSION)
+    assert client.protocol.awaiting == 0
+    # The next request's response is the next thing on the wire (the client checks the correlation
+    # id: a response to the acks=0 request would not match), so that request was answered with nothing.
     response = await client.request(ApiVersionsRequest(), 3)
     assert response.error_code == ErrorCode.NONE
     assert broker.broker.topics.partition("fire", 0).log_end_offset == 1
@@ -264,23 +258,19 @@ async def test_api_versions_lists_the_registry_and_answers_unknown_versions_with
     response = await client.request(ApiVersionsRequest(), 3)
     produce_range = next(k for k in response.api_keys if k.api_key == ApiKey.PRODUCE)
     assert (produce_range.min_version, produce_range.max_version) == (0, 13)
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(ApiKey.API_VERSIONS, 99, 7, "future"))
-    body = writer.to_bytes()
-    await client.stream.send_all(struct.pack(">i", len(body)) + body)
-    frame = await client._receive_frame()
-    (correlation_id,) = struct.unpack_from(">i", frame)
-    assert correlation_id == 7
-    v0 = ApiVersionsResponse.decode(memoryview(frame)[4:], 0)
+    correlation_id = client.protocol.next_correlation_id
+    await client.stream.send_all(client.protocol.send_raw(ApiKey.API_VERSIONS, 99))
+    answer = await client.receive()
+    # The response header is v0 and so is the body (the client decodes an UNSUPPORTED_VERSION answer in v0).
+    assert (answer.correlation_id, answer.api_version) == (correlation_id, 0)
+    v0 = answer.body
+    assert isinstance(v0, ApiVersionsResponse)
     assert v0.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert {k.api_key for k in v0.api_keys} == {k.api_key for k in response.api_keys}
 
 
 async def test_produce_v2_closes_the_connection_and_others_are_served(client: KafkaClient, broker: RunningBroker):
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, 2, 1, "old"))
-    body = writer.to_bytes() + b"\x00" * 16
-    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    await client.stream.send_all(client.protocol.send_raw(ApiKey.PRODUCE, 2, b"\x00" * 16, expect_response=False))
     assert await client.stream.receive_some(100) == b""
     other = await broker.client()
     assert (await other.request(ApiVersionsRequest(), 3)).error_code == ErrorCode.NONE
@@ -312,13 +302,8 @@ async def test_small_and_large_record_slices_reach_the_client_whole(client: Kafk
 
 
 async def test_acks_zero_failure_closes_the_connection_and_others_are_served(client: KafkaClient, broker: RunningBroker):
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(ApiKey.PRODUCE, PRODUCE_VERSION, 5, "t"))
-    produce_request("no-such-topic", build_batch([SimpleRecord(None, b"x")]), acks=0).encode_into(
-        writer, PRODUCE_VERSION
-    )
-    body = writer.to_bytes()
-    await client.stream.send_all(struct.pack(">i", len(body)) + body)
+    await client.send(produce_request("no-such-topic", build_batch([SimpleRecord(None, b"x")]), acks=0),
+                      PRODUCE_VERSION)
     assert await client.stream.receive_some(100) == b""
     other = await broker.client()
     assert (await other.request(ApiVersionsRequest(), 3)).error_code == ErrorCode.NONE
