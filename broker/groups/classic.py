@@ -82,6 +82,23 @@ class JoinedMember:
     metadata: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """A member's JoinGroup, as the group protocols take it."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: Protocols
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    client_host: str
+    api_version: int
+    reason: str | None = None
+
+
 @dataclass(slots=True)
 class JoinResult:
     error: ErrorCode

@@ -36,6 +36,7 @@ from trafka.broker.groups.classic import (
     ClassicGroup,
     ClassicGroupMember,
     GroupType,
+    JoinRequest,
     JoinResult,
     Protocols,
     Reply,
@@ -46,7 +47,7 @@ from trafka.broker.groups.state import ClassicGroupState as State
 from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from trafka.broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.groups.host import GroupHost
 
 log = logging.getLogger(__name__)
 
@@ -75,29 +76,18 @@ def _initial_delay_key(group_id: str) -> tuple[str, str]:
 
 
 class ClassicGroupProtocol:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupHost) -> None:
         self.coordinator = coordinator
         self.timers = coordinator.timers
 
     # ================================================================================ JoinGroup
 
-    def join(
-        self,
-        *,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        api_version: int,
-        reason: str | None = None,
-    ) -> Reply[JoinResult]:
+    def join(self, request: JoinRequest) -> Reply[JoinResult]:
         coordinator = self.coordinator
         config = coordinator.config
+        group_id, member_id, group_instance_id = request.group_id, request.member_id, request.group_instance_id
+        protocol_type, protocols, session_timeout_ms = request.protocol_type, request.protocols, request.session_timeout_ms
+        client_id, api_version = request.client_id, request.api_version
         if not group_id:
             return Reply.of(JoinResult(_unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID), member_id))
         error = coordinator.group_error(group_id)
@@ -113,14 +103,7 @@ class ClassicGroupProtocol:
         existing = coordinator.groups.get(group_id)
         if isinstance(existing, ConsumerGroup) and not existing.is_empty:
             # A classic consumer joins a consumer group (KIP-848) as a member that uses the classic protocol.
-            return Reply.of(
-                coordinator.consumer.classic_join(
-                    existing, member_id=member_id, instance_id=group_instance_id, protocol_type=protocol_type,
-                    protocols=protocols, session_timeout_ms=session_timeout_ms,
-                    rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id, client_host=client_host,
-                    api_version=api_version,
-                )
-            )
+            return Reply.of(coordinator.consumer.classic_join(existing, request))
         if existing is not None and existing.type is not GroupType.CLASSIC:
             return Reply.of(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID))
         is_unknown_member = member_id == UNKNOWN_MEMBER_ID
@@ -150,15 +133,9 @@ class ClassicGroupProtocol:
                         "group %s: static member %s rejoins as %s, replacing %s",
                         group_id, group_instance_id, new_member_id, old_member_id,
                     )
-                    self._replace_static_member(
-                        group, group_instance_id, old_member_id, new_member_id, protocols,
-                        session_timeout_ms, rebalance_timeout_ms, api_version, reply,
-                    )
+                    self._replace_static_member(group, old_member_id, new_member_id, request, reply)
                 else:
-                    self._add_member(
-                        group, new_member_id, group_instance_id, client_id, client_host, protocol_type,
-                        protocols, session_timeout_ms, rebalance_timeout_ms, reply, reason,
-                    )
+                    self._add_member(group, new_member_id, group_instance_id, request, reply)
             elif api_version >= MEMBER_ID_REQUIRED_MIN_VERSION:
                 group.add_pending_member(new_member_id)
                 self.timers.schedule(
@@ -168,15 +145,9 @@ class ClassicGroupProtocol:
                 )
                 reply.complete(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id))
             else:
-                self._add_member(
-                    group, new_member_id, None, client_id, client_host, protocol_type, protocols,
-                    session_timeout_ms, rebalance_timeout_ms, reply, reason,
-                )
+                self._add_member(group, new_member_id, None, request, reply)
         else:
-            self._join_existing_member(
-                group, member_id, group_instance_id, client_id, client_host, protocol_type, protocols,
-                session_timeout_ms, rebalance_timeout_ms, reply, reason,
-            )
+            self._join_existing_member(group, request, reply)
         return reply
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -191,28 +162,14 @@ class ClassicGroupProtocol:
             ) or group.awaiting_join_count < max_size
         return group.has_member(member_id) or len(group.members) < max_size
 
-    def _join_existing_member(
-        self,
-        group: ClassicGroup,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        reply: Reply[JoinResult],
-        reason: str | None,
-    ) -> None:
+    def _join_existing_member(self, group: ClassicGroup, request: JoinRequest, reply: Reply[JoinResult]) -> None:
+        member_id, group_instance_id, protocols = request.member_id, request.group_instance_id, request.protocols
+        session_timeout_ms, rebalance_timeout_ms = request.session_timeout_ms, request.rebalance_timeout_ms
         if group.is_pending_member(member_id):
             if group_instance_id is not None:
                 reply.complete(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
                 return
-            self._add_member(
-                group, member_id, None, client_id, client_host, protocol_type, protocols,
-                session_timeout_ms, rebalance_timeout_ms, reply, reason,
-            )
+            self._add_member(group, member_id, None, request, reply)
             return
         try:
             group.validate_member(member_id, group_instance_id)
@@ -241,23 +198,13 @@ class ClassicGroupProtocol:
         else:
             reply.complete(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
 
-    def _add_member(
-        self,
-        group: ClassicGroup,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        reply: Reply[JoinResult],
-        reason: str | None,
-    ) -> None:
+    def _add_member(self, group: ClassicGroup, member_id: str, group_instance_id: str | None, request: JoinRequest,
+                    reply: Reply[JoinResult]) -> None:
+        """A new member, ``member_id`` (and ``group_instance_id``), joins as ``request`` says."""
+        client_id, reason = request.client_id, request.reason
         member = ClassicGroupMember(
-            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-            protocol_type, protocols,
+            member_id, group_instance_id, client_id, request.client_host, request.rebalance_timeout_ms,
+            request.session_timeout_ms, request.protocol_type, request.protocols,
         )
         member.is_new = True
         group.add(member, reply)
@@ -282,18 +229,11 @@ class ClassicGroupProtocol:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
         self._rebalance_or_complete_join(group, f"member {member.member_id} rejoined")
 
-    def _replace_static_member(
-        self,
-        group: ClassicGroup,
-        group_instance_id: str,
-        old_member_id: str,
-        new_member_id: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        api_version: int,
-        reply: Reply[JoinResult],
-    ) -> None:
+    def _replace_static_member(self, group: ClassicGroup, old_member_id: str, new_member_id: str,
+                               request: JoinRequest, reply: Reply[JoinResult]) -> None:
+        group_instance_id = request.group_instance_id
+        protocols, api_version = request.protocols, request.api_version
+        session_timeout_ms, rebalance_timeout_ms = request.session_timeout_ms, request.rebalance_timeout_ms
         self.timers.cancel(_heartbeat_key(group.group_id, old_member_id))
         group.pending_sync_members.discard(old_member_id)
         leader_before = group.leader_id
@@ -712,7 +652,7 @@ class ClassicGroupProtocol:
         return group if isinstance(group, ClassicGroup) else None
 
 
-def _unless_stopping(coordinator: GroupCoordinator, error: ErrorCode) -> ErrorCode:
+def _unless_stopping(coordinator: GroupHost, error: ErrorCode) -> ErrorCode:
     """A request's own error, or COORDINATOR_NOT_AVAILABLE while the broker stops (checked first)."""
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator.stopping else error
 

@@ -77,6 +77,7 @@ from trafka.broker.groups.classic import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
+    JoinRequest,
     JoinResult,
     Protocols,
     SyncResult,
@@ -132,7 +133,7 @@ from trafka.broker.topics import INTERNAL_TOPICS
 from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from trafka.broker.groups.coordinator import GroupCoordinator
+    from trafka.broker.groups.host import GroupHost
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ def _assignor_name(configured: str) -> str:
 
 
 class ConsumerGroupProtocol:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupHost) -> None:
         self.coordinator = coordinator
         self.timers = coordinator.timers
         properties = coordinator.config.properties
@@ -657,49 +658,24 @@ class ConsumerGroupProtocol:
 
     # ================================================================================ classic members
 
-    def classic_join(
-        self,
-        group: ConsumerGroup,
-        *,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        api_version: int,
-    ) -> JoinResult:
+    def classic_join(self, group: ConsumerGroup, request: JoinRequest) -> JoinResult:
         """JoinGroup from a consumer of the classic protocol to a consumer group with members. It is
         answered at once: the member is created or updated like a heartbeating member (its
         subscription read from its protocol metadata, what it still owns from the subscription's
         owned partitions) and reconciled; the generation it is given is its member epoch."""
         try:
             self.coordinator.check_group(group.group_id)
-            return self._classic_join(
-                group, member_id, instance_id, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms,
-                client_id, client_host, api_version,
-            )
+            return self._classic_join(group, request)
         except KafkaError as exc:
             log.info("group %s: JoinGroup of classic member %s failed: %s %s",
-                     group.group_id, member_id or "(new)", exc.code.name, exc.message)
+                     group.group_id, request.member_id or "(new)", exc.code.name, exc.message)
             return JoinResult(exc.code, UNKNOWN_MEMBER_ID)
 
-    def _classic_join(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str,
-        protocols: Protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        api_version: int,
-    ) -> JoinResult:
-        group_id = group.group_id
+    def _classic_join(self, group: ConsumerGroup, request: JoinRequest) -> JoinResult:
+        group_id, member_id, instance_id = group.group_id, request.member_id, request.group_instance_id
+        protocol_type, protocols, api_version = request.protocol_type, request.protocols, request.api_version
+        session_timeout_ms, rebalance_timeout_ms = request.session_timeout_ms, request.rebalance_timeout_ms
+        client_id, client_host = request.client_id, request.client_host
         unknown_member = member_id == UNKNOWN_MEMBER_ID
         if unknown_member:
             member_id = str(uuid.uuid4())

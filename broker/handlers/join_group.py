@@ -38,10 +38,10 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
     coordinator = ctx.broker.group_coordinator()
     await coordinator.prepare_to_store()
-    from trafka.broker.groups.classic import JoinResult  # loaded with the coordinator (Broker.group_coordinator)
+    from trafka.broker.groups.classic import JoinRequest, JoinResult  # loaded with the coordinator
 
     coordinator.consumer.release_empty_group(request.group_id)  # -- KIP-848: an empty consumer group converts --
-    reply = coordinator.classic.join(
+    reply = coordinator.classic.join(JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id,
@@ -53,7 +53,7 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> J
         client_host=_host(ctx.peer),
         api_version=version,
         reason=request.reason,
-    )
+    ))
     result = await reply.wait()
     if result.error is ErrorCode.NONE:
         # Answered once what the join wrote (a static member's new id, say) is replicated; Kafka maps a

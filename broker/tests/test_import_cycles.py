@@ -144,23 +144,7 @@ def describe_circles(
     return "\n".join(lines)
 
 
-# Strict: when the coordinator refactor has removed the broker's circle, this test passes and the mark must go.
-_BROKER_REFACTOR = (
-    "broker.py imports the group and transaction coordinators while they, metrics.py and the transaction "
-    "markers name Broker under TYPE_CHECKING: a circle of broker, metrics, groups.{coordinator,"
-    "classic_protocol,consumer_protocol} and txn.{coordinator,channel,markers}, which the coordinator "
-    "refactor under way removes (--runxfail prints the circles)"
-)
-
-
-@pytest.mark.parametrize(
-    "package",
-    [
-        "trafka.wire",
-        "trafka.storage",
-        pytest.param("trafka.broker", marks=pytest.mark.xfail(strict=True, reason=_BROKER_REFACTOR)),
-    ],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circle_inside(package: str, graph: grimp.ImportGraph, run_time_graph: grimp.ImportGraph) -> None:
     components = strongly_connected_components(_edges(graph, package))
     assert not components, describe_circles(package, graph, run_time_graph, components)
