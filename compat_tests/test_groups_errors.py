@@ -2,7 +2,6 @@
 error code, and a real consumer group on the same broker keeps working throughout."""
 from __future__ import annotations
 
-import socket
 import struct
 import time
 import uuid
@@ -10,46 +9,14 @@ import uuid
 import pytest
 
 from compat_tests.test_groups_consumers import Member, owned_once, wait_for
+from compat_tests.wire_client import WireClient
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
-from trafka.wire.primitives import Writer
-from trafka.wire.protocol import RESPONSES, RequestHeader, decode_response_header, encode_request_header, response_header_version
 
 SUBSCRIPTION = struct.pack(">hi", 0, 0) + struct.pack(">i", -1)
 
 
-class RawClient:
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=20)
-        self.correlation_id = 0
-
-    def request(self, message, version: int):
-        self.correlation_id += 1
-        writer = Writer()
-        encode_request_header(writer, RequestHeader(message.API_KEY, version, self.correlation_id, "raw-tests"))
-        message.encode_into(writer, version)
-        body = writer.to_bytes()
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", self._read(4))
-        frame = memoryview(self._read(size))
-        _, position = decode_response_header(frame, response_header_version(message.API_KEY, version))
-        return RESPONSES[message.API_KEY].decode(frame[position:], version)
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise EOFError("broker closed the connection")
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _join(client: RawClient, group: str, member_id: str = "", session_timeout_ms: int = 6000):
+def _join(client: WireClient, group: str, member_id: str = "", session_timeout_ms: int = 6000):
     return client.request(JoinGroupRequest(
         group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=10000, member_id=member_id,
         protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
@@ -58,9 +25,8 @@ def _join(client: RawClient, group: str, member_id: str = "", session_timeout_ms
 
 @pytest.fixture
 def raw(broker):
-    client = RawClient(broker.bootstrap)
-    yield client
-    client.close()
+    with WireClient(broker.bootstrap, client_id="raw-tests", timeout=20) as client:
+        yield client
 
 
 def test_bad_group_requests_get_kafkas_errors_while_a_real_group_keeps_working(broker, topic, raw):

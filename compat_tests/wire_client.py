@@ -1,27 +1,25 @@
 """A plain synchronous Kafka client for single requests, built on trafka's wire codec (generated from Apache
 Kafka's message specs): it sends exactly the request a test constructs and returns the decoded response,
 against trafka or Apache Kafka alike. For what no client library lets a test send (counts no admin client
-would, a request's every field) and for comparing two brokers field by field."""
+would, a request's every field) and for comparing two brokers field by field. The framing is
+``wire.client``'s; ``encode_frame``, ``read_frame`` and ``decode_response`` are for tests that drive a
+socket themselves (a frame of an exact size, a request whose response they time)."""
 
 from __future__ import annotations
 
-import itertools
 import socket
 import struct
 
-from trafka.wire.primitives import Message, Writer
-from trafka.wire.protocol import RequestHeader, decode_response_header, encode_request_header, response_header_version
-from trafka.wire.messages import RESPONSES
+from trafka.wire import client as wire_client
+from trafka.wire.client import NEED_DATA, ClientConnection, Response
+from trafka.wire.primitives import Message
 
 _SIZE = struct.Struct(">i")
 
 
 def encode_frame(message: Message, version: int, correlation_id: int = 1, client_id: str = "compat-wire") -> bytes:
     """``message`` as a size-prefixed request frame."""
-    writer = Writer()
-    encode_request_header(writer, RequestHeader(message.API_KEY, version, correlation_id, client_id))
-    message.encode_into(writer, version)
-    return _SIZE.pack(len(writer)) + writer.to_bytes()
+    return bytes(wire_client.encode_request(message, version, correlation_id, client_id))
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -41,9 +39,9 @@ def _read_exactly(sock: socket.socket, count: int) -> bytes:
 
 
 def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Message]:
-    """The correlation id and the response in a response frame."""
-    correlation_id, position = decode_response_header(memoryview(frame), response_header_version(api_key, version))
-    return correlation_id, RESPONSES[api_key].decode(memoryview(frame)[position:], version)
+    """The correlation id and the response in a response frame (without its size)."""
+    response = wire_client.decode_response(frame, api_key, version)
+    return response.correlation_id, response.body
 
 
 class WireClient:
@@ -53,14 +51,22 @@ class WireClient:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.client_id = client_id
-        self._correlation_ids = itertools.count(1)
+        self.protocol = ClientConnection(client_id=client_id)
 
     def request(self, message: Message, version: int) -> Message:
-        correlation_id = next(self._correlation_ids)
-        self.sock.sendall(encode_frame(message, version, correlation_id, self.client_id))
-        received_id, response = decode_response(read_frame(self.sock), message.API_KEY, version)
-        assert received_id == correlation_id, f"correlation id {received_id}, expected {correlation_id}"
-        return response
+        self.sock.sendall(self.protocol.send_request(message, version, expect_response=True))
+        return self._receive().body
+
+    def _receive(self) -> Response:
+        protocol = self.protocol
+        while (event := protocol.next_response()) is NEED_DATA:
+            with protocol.receive_buffer() as room:
+                count = self.sock.recv_into(room)
+            if not count:
+                raise ConnectionError(f"the broker closed the connection ({protocol.awaiting} responses awaited)")
+            protocol.received(count)
+        assert isinstance(event, Response)
+        return event
 
     def close(self) -> None:
         self.sock.close()
