@@ -21,7 +21,9 @@ the version a broker answers in when it does not speak the one asked for.
 Once the size of a large frame is known, the buffer offered for reading is that frame's own, so a
 megabyte of Fetch records goes from the socket to where the response uses it in one copy: decoded
 ``records`` are memoryviews into that buffer, which belongs to that response alone. The buffer is
-anonymous memory, committed as the bytes arrive.
+taken whole as soon as the size is read (a client trusts its broker up to ``max_frame_size``): the
+allocator hands back memory that earlier responses released, which costs less than fresh pages
+committed as the bytes arrive (the server connection's way, where the peer is a stranger).
 
 A frame that cannot be the awaited response (negative size, larger than ``max_frame_size``, another
 correlation id, no request awaiting one, a body that does not decode, the peer closing in the middle
@@ -34,7 +36,6 @@ frame's halves, for code that frames one request by other means.
 """
 from __future__ import annotations
 
-import mmap
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -155,12 +156,6 @@ def _is_unsupported_version(body: memoryview) -> bool:
     return len(body) >= 2 and INT16.unpack_from(body)[0] == ErrorCode.UNSUPPORTED_VERSION
 
 
-def _frame_buffer(size: int) -> mmap.mmap:
-    """A writable buffer of ``size`` zero bytes for one large frame, from anonymous memory: its pages
-    are committed as the peer's bytes arrive, never because of what a size prefix claims."""
-    return mmap.mmap(-1, size)
-
-
 class ClientConnection:
     """One connection's framing and request bookkeeping; see the module docstring."""
 
@@ -179,7 +174,7 @@ class ClientConnection:
         self.max_frame_size = max_frame_size
         self._next_correlation_id = first_correlation_id
         self._awaited: deque[_Awaited] = deque()
-        self._buffer: bytearray | mmap.mmap = bytearray(_READ_SIZE)
+        self._buffer = bytearray(_READ_SIZE)
         self._start = 0  # where the next frame begins in _buffer
         self._end = 0  # where the bytes received so far end in _buffer
         self._peer_closed = False
@@ -276,7 +271,7 @@ class ClientConnection:
         wanted = frame_end if frame_end else end + _READ_SIZE
         if wanted > len(buffer):
             # Move what is pending to the front of a buffer with room for the rest (of the frame).
-            fresh = _frame_buffer(frame_end - start) if frame_end else bytearray(pending + _READ_SIZE)
+            fresh = bytearray(frame_end - start if frame_end else pending + _READ_SIZE)
             fresh[:pending] = memoryview(buffer)[start:end]
             self._buffer, self._start, self._end = fresh, 0, pending
             return memoryview(fresh)[pending:]
