@@ -30,7 +30,8 @@ correlation id, no request awaiting one, a body that does not decode, the peer c
 of it) raises ``MalformedResponse``, a ``wire.connection.ProtocolError``: the connection must be
 closed, and every later call raises the same error.
 
-``send_request`` and ``next_response`` share nothing but the queue of awaited requests (a deque), so
+Sending touches the correlation id counter and the queue of awaited requests (a deque, appended to
+before the frame is handed out); receiving touches the receive buffer and takes from that queue. So
 one thread may send while another receives. ``encode_request`` and ``decode_response`` are the single
 frame's halves, for code that frames one request by other means.
 """
