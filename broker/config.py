@@ -8,6 +8,10 @@ DescribeConfigs, so tools that read them back see what they wrote.
 Defaults are a developer's: one broker on 127.0.0.1:9092, auto-created topics with one partition, and
 a new consumer group formed once no further member has arrived for 100 ms
 (``group.initial.rebalance.delay.ms``; Kafka waits 3 s).
+
+The settings, their types, defaults and valid values are the catalog's (``trafka.storage.config_defs``):
+each one held in a ``BrokerConfig`` attribute is parsed from it, and a property it does not list is one
+trafka does not act on.
 """
 from __future__ import annotations
 
@@ -15,16 +19,19 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from trafka.storage.config import BROKER_TIME_CONFIGS, BROKER_TO_TOPIC_CONFIG
-from trafka.wire.compression import Compression
+from trafka.storage.config_defs import (
+    BROKER_CONFIG_DEFS,
+    DEFAULT_DATA_DIR,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ConfigDef,
+    ConfigType,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 9092
-DEFAULT_DATA_DIR = "./trafka-data"
-#: Values of group.consumer.migration.policy: which way non-empty consumer groups may change protocol.
-CONSUMER_GROUP_MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 class ConfigError(ValueError):
     """A property that cannot be used, with the property named."""
@@ -165,80 +172,116 @@ def _int(props: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name}={value!r}: expected an integer") from None
 
 
-def _bool(props: Mapping[str, str], name: str, default: bool) -> bool:
-    value = props.get(name)
-    if value is None or value == "":
+def read_setting(props: Mapping[str, str], definition: ConfigDef, default: Any) -> Any:
+    """The setting ``definition`` names, from ``props`` by its type and checked as the catalog says; ``default``
+    where it is not set (or set to nothing). Raises ConfigError naming the property."""
+    name, raw = definition.name, props.get(definition.name)
+    if raw is None or not raw.strip():
         return default
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ConfigError(f"{name}={value!r}: expected true or false")
-    return lowered == "true"
+    if definition.type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+        value: Any = _int(props, name, default)
+        shown = str(value)
+    elif definition.type == ConfigType.BOOLEAN:
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"{name}={raw!r}: expected true or false")
+        return lowered == "true"
+    else:
+        value = raw.strip().lower() if definition.ignore_case else raw.strip()
+        shown = repr(raw)
+    if definition.choices is not None and value not in definition.choices:
+        expected = definition.expected or f"expected one of {', '.join(map(str, definition.choices))}" + (
+            " (case-insensitive)" if definition.ignore_case else "")
+        raise ConfigError(f"{name}={shown}: {expected}")
+    below = definition.minimum is not None and value < definition.minimum
+    if below or (definition.maximum is not None and value > definition.maximum):
+        if definition.expected is not None:
+            raise ConfigError(f"{name}={shown}: {definition.expected}")
+        if below:
+            at_least = "must not be negative" if definition.minimum == 0 else f"must be at least {definition.minimum}"
+            raise ConfigError(f"{name}={shown}: {at_least}")
+        raise ConfigError(f"{name}={shown}: must be at most {definition.maximum}")
+    return value
+
+
+def _default(name: str) -> Any:
+    return BROKER_CONFIG_DEFS[name].default
+
+
+#: The settings held in BrokerConfig attributes, in the order they are parsed.
+_FIELD_SETTINGS = tuple(definition for definition in BROKER_CONFIG_DEFS.values() if definition.field is not None)
 
 
 @dataclass
 class BrokerConfig:
-    """Everything the broker needs at start-up. Build one with :meth:`from_properties`."""
+    """Everything the broker needs at start-up. Build one with :meth:`from_properties`.
 
-    node_id: int = 1
-    host: str = "127.0.0.1"
+    The attributes named after a setting hold its value (``num_partitions``: ``num.partitions``), with the
+    catalog's default; the address, data directory and node id come from ``listeners``,
+    ``advertised.listeners``, ``log.dirs`` and ``node.id``/``broker.id`` (or the command line).
+    """
+
+    node_id: int = 1  # when neither node.id nor broker.id is set
+    host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     advertised_host: str | None = None
     advertised_port: int | None = None
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
-    cluster_id: str | None = None
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    auto_create_topics_enable: bool = True
-    delete_topic_enable: bool = True
-    socket_request_max_bytes: int = 104_857_600
-    fetch_max_bytes: int = 57_671_680  # the most record bytes one consumer Fetch response carries
-    log_retention_check_interval_ms: int = 300_000  # how often retention looks for segments to delete
-    metrics_port: int | None = None  # Prometheus metrics on this port (0: a free one); None: none
+    cluster_id: str | None = _default("cluster.id")
+    num_partitions: int = _default("num.partitions")
+    default_replication_factor: int = _default("default.replication.factor")
+    auto_create_topics_enable: bool = _default("auto.create.topics.enable")
+    delete_topic_enable: bool = _default("delete.topic.enable")
+    socket_request_max_bytes: int = _default("socket.request.max.bytes")
+    fetch_max_bytes: int = _default("fetch.max.bytes")
+    log_retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
+    metrics_port: int | None = _default("metrics.port")  # Prometheus metrics on this port (0: a free one)
     control_port: int | None = None  # the fault-rule control endpoint on 127.0.0.1:port (0: a free one)
-    group_initial_rebalance_delay_ms: int = 100
-    group_min_session_timeout_ms: int = 6_000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_consumer_migration_policy: str = "bidirectional"
-    offsets_topic_num_partitions: int = 50
-    offsets_retention_minutes: int = 10_080
-    offsets_topic_segment_bytes: int = 104_857_600  # segment.bytes of __consumer_offsets, at its creation
-    offsets_topic_compression_codec: int = 0  # the codec of the group coordinator's batches (0: none)
-    offsets_load_buffer_size: int = 5_242_880  # bytes read at a time while a partition's groups load
-    # The transaction coordinator (broker.txn), under Kafka's names and defaults.
-    transaction_max_timeout_ms: int = 900_000
-    transaction_state_log_num_partitions: int = 50
-    transaction_state_log_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
-    transaction_state_log_min_isr: int = 1  # Kafka's 2 in a cluster
-    transaction_state_log_segment_bytes: int = 104_857_600
-    transaction_state_log_load_buffer_size: int = 5_242_880
-    transactional_id_expiration_ms: int = 604_800_000
-    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
+    group_consumer_migration_policy: str = _default("group.consumer.migration.policy")
+    offsets_topic_num_partitions: int = _default("offsets.topic.num.partitions")
+    offsets_retention_minutes: int = _default("offsets.retention.minutes")
+    offsets_topic_segment_bytes: int = _default("offsets.topic.segment.bytes")
+    offsets_topic_compression_codec: int = _default("offsets.topic.compression.codec")
+    offsets_load_buffer_size: int = _default("offsets.load.buffer.size")
+    controller_max_records_per_batch: int = _default("controller.max.records.per.batch")
+    # The cluster (broker.cluster): ZooKeeper's address, with a chroot path if any; None: a single node.
+    zookeeper_connect: str | None = _default("zookeeper.connect")
+    zookeeper_session_timeout_ms: int = _default("zookeeper.session.timeout.ms")
+    zookeeper_connection_timeout_ms: int | None = _default("zookeeper.connection.timeout.ms")  # None: the session's
+    broker_rack: str | None = _default("broker.rack")
+    auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable")
+    offsets_topic_replication_factor: int = _default("offsets.topic.replication.factor")  # 3 in a cluster
+    leader_imbalance_check_interval_seconds: int = _default("leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage: int = _default("leader.imbalance.per.broker.percentage")
+    # Replication (broker.replication).
+    replica_lag_time_max_ms: int = _default("replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = _default("replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = _default("replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = _default("replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = _default("replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = _default("replica.fetch.backoff.ms")
+    # The transaction coordinator (broker.txn).
+    transaction_max_timeout_ms: int = _default("transaction.max.timeout.ms")
+    transaction_state_log_num_partitions: int = _default("transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor: int = _default("transaction.state.log.replication.factor")  # 3 in a
+    transaction_state_log_min_isr: int = _default("transaction.state.log.min.isr")  # cluster, and 2
+    transaction_state_log_segment_bytes: int = _default("transaction.state.log.segment.bytes")
+    transaction_state_log_load_buffer_size: int = _default("transaction.state.log.load.buffer.size")
+    transactional_id_expiration_ms: int = _default("transactional.id.expiration.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
     # KIP-890: a transactional batch that would start a transaction in a partition is appended only
     # once the producer's coordinator confirms the partition is in its ongoing transaction.
-    transaction_partition_verification_enable: bool = True
-    # The most partitions one CreateTopics or CreatePartitions request may create (Kafka's
-    # controller.max.records.per.batch: the records of one request go into one metadata batch).
-    controller_max_records_per_batch: int = 10_000
+    transaction_partition_verification_enable: bool = _default("transaction.partition.verification.enable")
     shutdown_timeout_s: float = 10.0
-    # The cluster (broker.cluster): ZooKeeper's address, with a chroot path if any; None: a single node.
-    zookeeper_connect: str | None = None
-    zookeeper_session_timeout_ms: int = 18_000
-    zookeeper_connection_timeout_ms: int | None = None  # None: the session timeout, as in Kafka
-    broker_rack: str | None = None
-    offsets_topic_replication_factor: int = 1  # Kafka's 3 in a cluster (zookeeper.connect)
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
-    leader_imbalance_per_broker_percentage: int = 10
-    # Replication (broker.replication), under Kafka's names and defaults.
-    replica_lag_time_max_ms: int = 30_000
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_response_max_bytes: int = 10_485_760
-    replica_fetch_backoff_ms: int = 1_000
-    # Every property as given, for DescribeConfigs and for the topic-level defaults
-    # (storage.config.LogConfig.from_broker_properties reads the log.* names).
+    # Every property as given, for DescribeConfigs, for the topic-level defaults
+    # (storage.config.LogConfig.from_broker_properties reads the log.* names) and for the settings other
+    # parts of the broker read themselves (the group coordinator's, the log cleaner's).
     properties: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -268,119 +311,19 @@ class BrokerConfig:
             if len(dirs) > 1:
                 log.warning("log.dirs lists %d directories; trafka uses the first, %s", len(dirs), dirs[0])
             config.data_dir = Path(dirs[0])
-        config.cluster_id = props.get("cluster.id") or None
-        config.num_partitions = _int(props, "num.partitions", config.num_partitions)
-        config.default_replication_factor = _int(
-            props, "default.replication.factor", config.default_replication_factor
-        )
-        config.auto_create_topics_enable = _bool(
-            props, "auto.create.topics.enable", config.auto_create_topics_enable
-        )
-        config.delete_topic_enable = _bool(props, "delete.topic.enable", config.delete_topic_enable)
-        config.socket_request_max_bytes = _int(
-            props, "socket.request.max.bytes", config.socket_request_max_bytes
-        )
-        config.fetch_max_bytes = _int(props, "fetch.max.bytes", config.fetch_max_bytes)
-        if props.get("metrics.port", "").strip():
-            config.metrics_port = _int(props, "metrics.port", 0)
-            if not 0 <= config.metrics_port <= 65535:
-                raise ConfigError(f"metrics.port={config.metrics_port}: a port is 0-65535")
-        config.log_retention_check_interval_ms = _int(
-            props, "log.retention.check.interval.ms", config.log_retention_check_interval_ms
-        )
-        if config.log_retention_check_interval_ms < 1:
-            raise ConfigError(
-                f"log.retention.check.interval.ms={config.log_retention_check_interval_ms}: must be at least 1"
-            )
-        config.group_initial_rebalance_delay_ms = _int(
-            props, "group.initial.rebalance.delay.ms", config.group_initial_rebalance_delay_ms
-        )
-        config.group_min_session_timeout_ms = _int(
-            props, "group.min.session.timeout.ms", config.group_min_session_timeout_ms
-        )
-        config.group_max_session_timeout_ms = _int(
-            props, "group.max.session.timeout.ms", config.group_max_session_timeout_ms
-        )
-        policy = props.get("group.consumer.migration.policy")
-        if policy is not None and policy.strip():
-            config.group_consumer_migration_policy = policy.strip().lower()
-            if config.group_consumer_migration_policy not in CONSUMER_GROUP_MIGRATION_POLICIES:
-                raise ConfigError(
-                    f"group.consumer.migration.policy={policy!r}: expected one of "
-                    f"{', '.join(CONSUMER_GROUP_MIGRATION_POLICIES)} (case-insensitive)"
-                )
-        config.offsets_topic_num_partitions = _int(
-            props, "offsets.topic.num.partitions", config.offsets_topic_num_partitions
-        )
-        config.offsets_retention_minutes = _int(
-            props, "offsets.retention.minutes", config.offsets_retention_minutes
-        )
-        _read_positive(config, props, "offsets.topic.segment.bytes", "offsets.load.buffer.size")
-        config.offsets_topic_compression_codec = _int(
-            props, "offsets.topic.compression.codec", config.offsets_topic_compression_codec
-        )
-        if config.offsets_topic_compression_codec not in {codec.value for codec in Compression}:
-            raise ConfigError(f"offsets.topic.compression.codec={config.offsets_topic_compression_codec}: expected a "
-                              "codec id: 0 (none), 1 (gzip), 2 (snappy), 3 (lz4) or 4 (zstd)")
-        config.controller_max_records_per_batch = _int(
-            props, "controller.max.records.per.batch", config.controller_max_records_per_batch
-        )
-        _read_cluster_settings(config, props)
-        if config.zookeeper_connect is not None:
-            config.transaction_state_log_replication_factor = 3
-            config.transaction_state_log_min_isr = 2
-        _read_positive(config, props, "transaction.max.timeout.ms", "transaction.state.log.num.partitions",
-                       "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-                       "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
-                       "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                       "transaction.remove.expired.transaction.cleanup.interval.ms")
-        config.transaction_partition_verification_enable = _bool(
-            props, "transaction.partition.verification.enable", config.transaction_partition_verification_enable
-        )
+        # One of a cluster (zookeeper.connect), the internal topics take a cluster's replication defaults.
+        clustered = bool(props.get("zookeeper.connect", "").strip())
+        for definition in _FIELD_SETTINGS:
+            default = definition.cluster_default if clustered and definition.cluster_default is not None else (
+                definition.default)
+            setattr(config, definition.field, read_setting(props, definition, default))
+        if config.zookeeper_connect is not None and not ("broker.id" in props or "node.id" in props):
+            raise ConfigError("zookeeper.connect is set: each broker of a cluster needs its own broker.id")
         _check_roles(props)
         ignored = properties_not_acted_on(props)
         if ignored:
             log.warning("trafka does not act on these properties: %s", ", ".join(ignored))
-        if config.num_partitions < 1:
-            raise ConfigError(f"num.partitions={config.num_partitions}: must be at least 1")
-        if config.fetch_max_bytes < 0:
-            raise ConfigError(f"fetch.max.bytes={config.fetch_max_bytes}: must not be negative")
-        if config.controller_max_records_per_batch < 1:
-            raise ConfigError(
-                f"controller.max.records.per.batch={config.controller_max_records_per_batch}: must be at least 1"
-            )
         return config
-
-
-def _read_cluster_settings(config: BrokerConfig, props: Mapping[str, str]) -> None:
-    """``zookeeper.connect`` makes this broker one of a cluster coordinated through ZooKeeper; the
-    replication settings apply to its replicas."""
-    config.zookeeper_connect = props.get("zookeeper.connect", "").strip() or None
-    if config.zookeeper_connect is not None and not ("broker.id" in props or "node.id" in props):
-        raise ConfigError("zookeeper.connect is set: each broker of a cluster needs its own broker.id")
-    config.zookeeper_session_timeout_ms = _int(props, "zookeeper.session.timeout.ms",
-                                               config.zookeeper_session_timeout_ms)
-    if props.get("zookeeper.connection.timeout.ms", "").strip():
-        config.zookeeper_connection_timeout_ms = _int(props, "zookeeper.connection.timeout.ms", 0)
-    config.broker_rack = props.get("broker.rack", "").strip() or None
-    config.auto_leader_rebalance_enable = _bool(props, "auto.leader.rebalance.enable",
-                                                config.auto_leader_rebalance_enable)
-    if config.zookeeper_connect is not None:
-        config.offsets_topic_replication_factor = 3
-    _read_positive(config, props, "offsets.topic.replication.factor", "leader.imbalance.check.interval.seconds",
-                   "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms", "replica.fetch.wait.max.ms",
-                   "replica.fetch.min.bytes", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
-                   "replica.fetch.backoff.ms")
-
-
-def _read_positive(config: BrokerConfig, props: Mapping[str, str], *names: str) -> None:
-    """Integer settings that must be at least 1, each into the attribute of its name (dots as underscores)."""
-    for name in names:
-        attribute = name.replace(".", "_")
-        value = _int(props, name, getattr(config, attribute))
-        if value < 1:
-            raise ConfigError(f"{name}={value}: must be at least 1")
-        setattr(config, attribute, value)
 
 
 def _check_roles(props: Mapping[str, str]) -> None:
@@ -400,45 +343,10 @@ def _check_roles(props: Mapping[str, str]) -> None:
         )
 
 
-#: Every property this broker reads, besides the topic defaults (``trafka.storage.config.BROKER_LOG_PROPERTIES``
-#: and their other units): its own settings, and those the group coordinator and handlers read.
-BROKER_PROPERTIES = frozenset({
-    "node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "controller.listener.names", "log.dirs", "log.dir", "cluster.id", "num.partitions",
-    "default.replication.factor", "auto.create.topics.enable", "delete.topic.enable", "socket.request.max.bytes",
-    "fetch.max.bytes", "log.retention.check.interval.ms", "metrics.port", "controller.max.records.per.batch", "process.roles",
-    "controller.quorum.voters", "max.request.partition.size.limit",
-    # the transaction coordinator (broker.txn)
-    "transaction.max.timeout.ms", "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
-    "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
-    "transaction.partition.verification.enable",
-    # groups and their offsets (broker.groups)
-    "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
-    "group.max.size", "group.consumer.migration.policy", "group.consumer.session.timeout.ms",
-    "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.assignors",
-    "offsets.topic.num.partitions", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes", "offsets.commit.timeout.ms", "offsets.topic.segment.bytes",
-    "offsets.topic.compression.codec", "offsets.load.buffer.size",
-    # the cluster and replication (broker.cluster, broker.replication)
-    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "broker.rack",
-    "offsets.topic.replication.factor", "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage", "replica.lag.time.max.ms",
-    "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.max.bytes",
-    "replica.fetch.response.max.bytes", "replica.fetch.backoff.ms",
-    # the log cleaner (broker.log_cleaner)
-    "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
-})
-
-
 def properties_not_acted_on(props: Mapping[str, str]) -> list[str]:
-    """The names in ``props`` this broker neither reads nor serves (Kafka's or unknown), sorted."""
-    log_properties = set(BROKER_TO_TOPIC_CONFIG) | {
-        name for alternatives in BROKER_TIME_CONFIGS.values() for name, _ in alternatives
-    }
-    return sorted(name for name in props if name not in BROKER_PROPERTIES and name not in log_properties)
+    """The names in ``props`` this broker neither reads nor serves (Kafka's or unknown), sorted: those the
+    catalog of settings does not list."""
+    return sorted(name for name in props if name not in BROKER_CONFIG_DEFS)
 
 
 def merge_overrides(props: dict[str, str], overrides: Iterable[str]) -> dict[str, str]:

@@ -46,6 +46,7 @@ from trafka.storage.cleaner import (
     Throttler,
     filthiest_log,
 )
+from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.storage.manager import LogManager
 from trafka.wire.errors import KafkaError
 
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_BACKOFF_MS = 15_000
+DEFAULT_BACKOFF_MS: int = BROKER_CONFIG_DEFS["log.cleaner.backoff.ms"].default
 
 #: The broker properties the cleaner reads.
 CLEANER_PROPERTIES = (

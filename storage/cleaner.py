@@ -76,6 +76,7 @@ from trafka.storage.checkpoints import (
     write_offsets_checkpoint,
 )
 from trafka.storage.config import LONG_MAX, LogConfig
+from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.storage.index import AbortedTxn
 from trafka.storage.segment import AppendedBatch, LogSegment
 from trafka.wire.compression import Compression, compress
@@ -98,10 +99,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Kafka's defaults of the cleaner's broker settings.
-DEFAULT_DEDUPE_BUFFER_SIZE = 134_217_728  # log.cleaner.dedupe.buffer.size
-DEFAULT_IO_BUFFER_SIZE = 524_288  # log.cleaner.io.buffer.size
-DEFAULT_IO_BUFFER_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+#: Kafka's defaults of the cleaner's broker settings, as the catalog has them.
+DEFAULT_DEDUPE_BUFFER_SIZE: int = BROKER_CONFIG_DEFS["log.cleaner.dedupe.buffer.size"].default
+DEFAULT_IO_BUFFER_SIZE: int = BROKER_CONFIG_DEFS["log.cleaner.io.buffer.size"].default
+DEFAULT_IO_BUFFER_LOAD_FACTOR: float = BROKER_CONFIG_DEFS["log.cleaner.io.buffer.load.factor"].default
 INT32_MAX = 2**31 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -13,6 +13,7 @@ defaults); its configs replace the dynamic broker configs of that resource, writ
 at once. The topic defaults (``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...) may
 change so; the broker's other settings are read at start-up only ("Cannot update these configs
 dynamically", INVALID_REQUEST), and a bad value is INVALID_REQUEST too, as Kafka answers for brokers.
+Which settings may change, and how their values are checked, is the catalog's (``trafka.storage.config_defs``).
 Other resource types are INVALID_REQUEST.
 
 Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
@@ -22,10 +23,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from trafka.broker.handlers.describe_configs import STATIC_BROKER_CONFIGS, ResourceType, resource_type_name
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.broker.topics import validate_topic_name
-from trafka.storage.config import BROKER_LOG_PROPERTIES, check_broker_log_property
+from trafka.storage.config import check_broker_log_property
+from trafka.storage.config_defs import BROKER_CONFIG_DEFS, ResourceType, resource_type_name
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import AlterConfigsRequest, AlterConfigsResponse
 from trafka.wire.protocol import ApiKey
@@ -105,14 +106,14 @@ def check_resource(
 
 
 def check_broker_configs(values: Mapping[str, str | None]) -> None:
-    """The dynamic broker configs a request sets (None: deletes) as Kafka checks them: a known broker
-    setting that is read at start-up only, or a bad value of a topic default, is INVALID_REQUEST; names
-    the broker does not know are kept and have no effect."""
-    static = sorted(name for name in values if name in STATIC_BROKER_CONFIGS)
+    """The dynamic broker configs a request sets (None: deletes) as Kafka checks them: a setting the catalog
+    says is read at start-up only, or a bad value of a topic default, is INVALID_REQUEST; names the broker
+    does not know are kept and have no effect."""
+    static = sorted(name for name in values if name in BROKER_CONFIG_DEFS and not BROKER_CONFIG_DEFS[name].dynamic)
     if static:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: [{', '.join(static)}]")
     for name, value in values.items():
-        if value is not None and name in BROKER_LOG_PROPERTIES:
+        if value is not None and name in BROKER_CONFIG_DEFS:  # a dynamic one: a topic default
             try:
                 check_broker_log_property(name, value)
             except KafkaError as exc:

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
 from trafka.broker.handlers.alter_configs import check_broker_configs, check_resource
-from trafka.broker.handlers.describe_configs import TOPIC_CONFIG_DEFAULTS, TOPIC_CONFIG_INFO, ConfigType, ResourceType
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.storage.config import LogConfig
+from trafka.storage.config_defs import TOPIC_CONFIG_DEFS, ConfigType, ResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from trafka.wire.protocol import ApiKey
@@ -70,7 +71,7 @@ async def handle_incremental_alter_configs(
                 configs = apply_operations(topic.configs if topic is not None else {}, resource.configs)
                 await topics.alter_configs(resource.resource_name, configs, validate_only=request.validate_only)
             elif resource.resource_type == ResourceType.BROKER:
-                lists = {"log.cleanup.policy": ctx.broker.default_log_config.cleanup_policy}
+                lists = broker_lists(ctx.broker.default_log_config)
 
                 def change(layer: dict[str, str], operations=resource.configs) -> dict[str, str]:
                     changed = apply_operations(layer, operations, lists)
@@ -88,8 +89,19 @@ async def handle_incremental_alter_configs(
 
 
 #: A topic's list configs, and what APPEND and SUBTRACT start from when the topic does not set them.
-TOPIC_LISTS = {name: TOPIC_CONFIG_DEFAULTS.get(name, "") for name, (kind, _) in TOPIC_CONFIG_INFO.items()
-               if kind == ConfigType.LIST}
+TOPIC_LISTS = {name: definition.default_string or "" for name, definition in TOPIC_CONFIG_DEFS.items()
+               if definition.type == ConfigType.LIST}
+
+
+def broker_lists(default_log_config: LogConfig) -> dict[str, str]:
+    """The broker's list settings (``log.cleanup.policy``), and what APPEND and SUBTRACT start from when
+    unset: the broker's default in force."""
+    return {
+        broker_name: getattr(default_log_config, definition.field)
+        for definition in TOPIC_CONFIG_DEFS.values()
+        if definition.type == ConfigType.LIST and definition.field is not None
+        for broker_name in definition.broker_synonyms
+    }
 
 
 def apply_operations(

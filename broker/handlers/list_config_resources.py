@@ -10,8 +10,8 @@ Version notes: v0 was ListClientMetricsResources and lists client metrics subscr
 """
 from __future__ import annotations
 
-from trafka.broker.handlers.describe_configs import ResourceType
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.storage.config_defs import ResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
 from trafka.wire.protocol import ApiKey

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from trafka.broker.tests.conftest import KafkaClient, RunningBroker, start_broker
-from trafka.storage.config import TOPIC_CONFIGS
+from trafka.storage.config_defs import BROKER_CONFIG_DEFS, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_DEFS, ConfigType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     AlterConfigsRequest,
@@ -39,6 +39,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 CreatableTopic = CreateTopicsRequest.CreatableTopic
 CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig
 CreatableReplicaAssignment = CreateTopicsRequest.CreatableReplicaAssignment
+
+#: The topic configs this broker acts on: every topic lists them.
+ACTED_ON = {name for name, definition in TOPIC_CONFIG_DEFS.items() if definition.field is not None}
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -149,7 +152,7 @@ async def test_create_topic_returns_id_counts_and_configs(broker: RunningBroker,
     assert result.topic_id == topic.topic_id != ZERO_UUID
     assert (result.num_partitions, result.replication_factor) == (3, 1)
     configs = {config.name: config for config in result.configs}
-    assert set(configs) >= set(TOPIC_CONFIGS)
+    assert set(configs) >= ACTED_ON
     assert configs["retention.ms"].value == "3600000"
     assert configs["retention.ms"].config_source == DYNAMIC_TOPIC_CONFIG
     assert configs["segment.bytes"].value == "1073741824"
@@ -581,7 +584,7 @@ async def test_describe_topic_configs(client: KafkaClient, version: int):
     assert (result.error_code, result.error_message) == (ErrorCode.NONE, None)
     assert (result.resource_type, result.resource_name) == (TOPIC, "described")
     configs = {config.name: config for config in result.configs}
-    assert set(configs) == set(TOPIC_CONFIGS)
+    assert set(configs) == ACTED_ON
     assert configs["retention.ms"].value == "3600000"
     assert configs["retention.ms"].config_source == DYNAMIC_TOPIC_CONFIG
     assert configs["cleanup.policy"].value == "compact,delete"
@@ -684,6 +687,25 @@ async def test_describe_broker_configs(broker_factory):
                if not name.startswith("log.") and name not in ("message.max.bytes", "min.insync.replicas",
                                                                  "unclean.leader.election.enable", "compression.type"))
     assert configs["num.partitions"].documentation
+
+
+
+async def test_describe_broker_configs_lists_every_setting_the_catalog_knows(broker_factory):
+    running = await broker_factory({"group.max.size": "5"})
+    client = await running.client()
+
+    result = await describe_broker_configs(client, str(running.broker.node_id))
+
+    configs = {config.name: config for config in result.configs}
+    assert set(configs) >= set(BROKER_CONFIG_DEFS)
+    size = configs["group.max.size"]
+    assert (size.value, size.config_type, size.config_source, size.read_only) == (
+        "5", ConfigType.INT, STATIC_BROKER_CONFIG, True)
+    assert [(s.name, s.value, s.source) for s in size.synonyms] == [
+        ("group.max.size", "5", STATIC_BROKER_CONFIG), ("group.max.size", "2147483647", DEFAULT_CONFIG)]
+    assert (configs["zookeeper.connect"].value, configs["zookeeper.connect"].config_source) == (None, DEFAULT_CONFIG)
+    assert configs["listeners"].config_type == ConfigType.LIST
+    assert {name for name, config in configs.items() if not config.read_only} == DYNAMIC_BROKER_CONFIGS
 
 
 @pytest.mark.parametrize(
@@ -964,6 +986,8 @@ async def test_dynamic_broker_configs_set_topic_defaults_at_once_and_for_good(nu
         ([("num.partitions", SET, "3")], "Cannot update these configs dynamically: [num.partitions]"),
         ([("log.dirs", SET, "/elsewhere"), ("listeners", SET, "PLAINTEXT://:1")],
          "Cannot update these configs dynamically: [listeners, log.dirs]"),
+        ([("group.max.size", SET, "5"), ("log.retention.hours", SET, "1")],
+         "Cannot update these configs dynamically: [group.max.size, log.retention.hours]"),
         ([("log.retention.ms", SET, "soon")],
          "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"),
         ([("log.segment.bytes", SET, "1")],

@@ -13,6 +13,7 @@ import pytest
 
 from trafka.broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties, properties_not_acted_on
 from trafka.storage.config import LogConfig
+from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"^trafka ready: bootstrap=(\S+):(\d+) node_id=(\d+) data_dir=(.*)$")
@@ -85,6 +86,12 @@ def test_broker_log_properties_become_topic_defaults():
         ({"offsets.load.buffer.size": "-1"}, "offsets.load.buffer.size=-1: must be at least 1"),
         ({"offsets.topic.compression.codec": "5"}, "offsets.topic.compression.codec=5: expected a codec id"),
         ({"transaction.state.log.load.buffer.size": "0"}, "transaction.state.log.load.buffer.size=0"),
+        ({"fetch.max.bytes": "-1"}, "fetch.max.bytes=-1: must not be negative"),
+        ({"metrics.port": "65536"}, "metrics.port=65536: a port is 0-65535"),
+        ({"group.consumer.migration.policy": "Sideways"}, ("group.consumer.migration.policy='Sideways': expected "
+                                                           "one of bidirectional, upgrade, downgrade, disabled")),
+        ({"delete.topic.enable": "yes"}, "delete.topic.enable='yes': expected true or false"),
+        ({"replica.fetch.backoff.ms": "soon"}, "replica.fetch.backoff.ms='soon': expected an integer"),
     ],
 )
 def test_bad_properties_name_the_property(props, message):
@@ -304,3 +311,48 @@ def test_every_property_the_broker_reads_counts_as_acted_on():
             read |= set(re.findall(r'_(?:int|bool)\(props, "([a-z][a-z0-9.]+)"', text))
     assert len(read) > 20
     assert properties_not_acted_on(dict.fromkeys(read, "")) == []
+
+
+def test_the_settings_held_in_a_broker_config_have_the_catalogs_defaults():
+    config, single = BrokerConfig.from_properties({}), BrokerConfig()
+    clustered = BrokerConfig.from_properties({"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1"})
+
+    for definition in BROKER_CONFIG_DEFS.values():
+        if definition.field is not None:
+            assert getattr(config, definition.field) == getattr(single, definition.field) == definition.default
+            if definition.name in clustered.properties:
+                continue
+            expected = definition.default if definition.cluster_default is None else definition.cluster_default
+            assert getattr(clustered, definition.field) == expected, definition.name
+    assert (clustered.offsets_topic_replication_factor, clustered.transaction_state_log_min_isr) == (3, 2)
+
+
+def test_settings_read_elsewhere_have_the_catalogs_defaults():
+    """The parts of the broker that read their settings from the properties keep their own defaults: the
+    catalog's."""
+    from trafka.broker.groups import consumer_protocol, coordinator, offsets
+    from trafka.broker.handlers import describe_topic_partitions
+    from trafka.broker.log_cleaner import DEFAULT_BACKOFF_MS
+    from trafka.storage import cleaner
+
+    readers = {
+        "group.max.size": coordinator.DEFAULT_GROUP_MAX_SIZE,
+        "offsets.retention.check.interval.ms": coordinator.DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        "offsets.commit.timeout.ms": coordinator.DEFAULT_COMMIT_TIMEOUT_MS,
+        "offset.metadata.max.bytes": offsets.OFFSET_METADATA_MAX_SIZE,
+        "group.consumer.session.timeout.ms": consumer_protocol.DEFAULT_SESSION_TIMEOUT_MS,
+        "group.consumer.heartbeat.interval.ms": consumer_protocol.DEFAULT_HEARTBEAT_INTERVAL_MS,
+        "group.consumer.max.size": consumer_protocol.DEFAULT_MAX_SIZE,
+        "max.request.partition.size.limit": describe_topic_partitions.DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT,
+        "log.cleaner.backoff.ms": DEFAULT_BACKOFF_MS,
+        "log.cleaner.dedupe.buffer.size": cleaner.DEFAULT_DEDUPE_BUFFER_SIZE,
+        "log.cleaner.io.buffer.size": cleaner.DEFAULT_IO_BUFFER_SIZE,
+        "log.cleaner.io.buffer.load.factor": cleaner.DEFAULT_IO_BUFFER_LOAD_FACTOR,
+    }
+    assert {name: BROKER_CONFIG_DEFS[name].default for name in readers} == readers
+
+
+def test_every_property_in_the_catalog_counts_as_acted_on():
+    assert properties_not_acted_on(dict.fromkeys(BROKER_CONFIG_DEFS, "")) == []
+    assert properties_not_acted_on({"num.io.threads": "8", "log.retention.minutes": "5"}) == ["num.io.threads"]
+

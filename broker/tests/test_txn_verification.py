@@ -232,8 +232,8 @@ def test_the_property_is_parsed_and_described():
     assert BrokerConfig.from_properties({}).transaction_partition_verification_enable is True
     config = BrokerConfig.from_properties({"transaction.partition.verification.enable": "false"})
     assert config.transaction_partition_verification_enable is False
-    from trafka.broker.handlers import describe_configs
-    assert describe_configs._BROKER_FIELDS["transaction.partition.verification.enable"][0] == \
+    from trafka.storage.config_defs import BROKER_CONFIG_DEFS
+    assert BROKER_CONFIG_DEFS["transaction.partition.verification.enable"].field == \
         "transaction_partition_verification_enable"
 
 

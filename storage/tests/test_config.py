@@ -1,9 +1,17 @@
-"""Topic configs: Kafka's names, ranges and refusal messages."""
+"""Topic configs: Kafka's names, ranges and refusal messages; the catalog of configuration definitions."""
 from __future__ import annotations
 
 import pytest
 
-from trafka.storage.config import LogConfig
+from trafka.storage.config import LogConfig, check_broker_log_property
+from trafka.storage.config_defs import (
+    BROKER_CONFIG_DEFS,
+    DOUBLE_MAX,
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIG_DEFS,
+    ConfigType,
+    java_double,
+)
 from trafka.wire.errors import ErrorCode, KafkaError
 
 
@@ -30,3 +38,54 @@ def test_an_empty_cleanup_policy_neither_deletes_nor_compacts():
     config = LogConfig.from_properties({"cleanup.policy": ""})
     assert (config.cleanup_policy, config.delete, config.compact) == ("", False, False)
     assert LogConfig.from_properties({"cleanup.policy": "Compact, delete"}).cleanup_policy == "compact,delete"
+
+
+# -- the catalog of configuration definitions -------------------------------------------------------
+
+
+def test_a_log_config_holds_the_catalogs_defaults():
+    defaults = LogConfig().to_properties()
+
+    assert defaults == {name: definition.default_string for name, definition in TOPIC_CONFIG_DEFS.items()
+                        if definition.field is not None}
+    assert (defaults["retention.ms"], defaults["cleanup.policy"], defaults["min.cleanable.dirty.ratio"]) == (
+        "604800000", "delete", "0.5")
+
+
+def test_a_topic_config_accepted_without_effect_is_not_held():
+    config = LogConfig.from_properties({"compression.gzip.level": "anything", "retention.ms": "5"})
+    assert config == LogConfig(retention_ms=5)
+    assert "compression.gzip.level" not in config.to_properties()
+
+
+def test_the_broker_synonyms_are_broker_settings_with_kafkas_defaults_and_units():
+    hours = BROKER_CONFIG_DEFS["log.retention.hours"]
+    assert (hours.type, hours.default, hours.default_of, hours.unit_ms, hours.dynamic) == (
+        ConfigType.INT, 168, "retention.ms", 3_600_000, False)
+    milliseconds = BROKER_CONFIG_DEFS["log.retention.ms"]
+    assert (milliseconds.type, milliseconds.default, milliseconds.dynamic) == (ConfigType.LONG, None, True)
+    assert BROKER_CONFIG_DEFS["message.max.bytes"].default_string == "1048588"
+    # Of each topic config's synonyms the first may change at run time; no other broker setting may.
+    assert DYNAMIC_BROKER_CONFIGS == {definition.synonyms[0][0] for definition in TOPIC_CONFIG_DEFS.values()
+                                      if definition.synonyms}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [("log.retention.hours", "2", "7200000"), ("log.retention.minutes", "-1", "-1"), ("log.segment.bytes", "20", "20")],
+)
+def test_a_broker_synonym_gives_its_topic_config_in_the_topic_configs_unit(name, value, expected):
+    assert check_broker_log_property(name, value) == expected
+
+
+def test_a_broker_synonym_is_refused_under_its_own_name():
+    with pytest.raises(KafkaError) as refused:
+        check_broker_log_property("log.roll.hours", "0")
+    assert refused.value.message == "Invalid value 0 for configuration log.roll.hours: Value must be at least 1"
+
+
+@pytest.mark.parametrize(("value", "written"), [(0.9, "0.9"), (1.0, "1.0"), (1e-05, "1.0E-5"),
+                                                (DOUBLE_MAX, "1.7976931348623157E308"), (123456789.0, "1.23456789E8")])
+def test_doubles_are_written_as_java_writes_them(value, written):
+    assert java_double(value) == written
+

@@ -1,0 +1,650 @@
+"""The catalog of configuration definitions: every topic config and every broker setting trafka knows.
+
+Each :class:`ConfigDef` holds Kafka's name, Kafka's type and the default, how a value is checked, whether
+it may change while the broker runs, and what it does in a line (trafka's words). A topic config also
+names the broker settings that give it its default, first the one that wins (``retention.ms`` <-
+``log.retention.ms``, ``log.retention.minutes``, ``log.retention.hours``); each of those is a broker
+setting of its own here too, derived from the topic config's definition.
+
+Readers: ``storage.config.LogConfig`` (its fields, defaults and parsing), ``broker.config.BrokerConfig``
+(the properties it parses at start-up), the config handlers (DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs, CreateTopics), the log cleaner's defaults, and the README's tables of settings,
+which :func:`render_readme` writes (``python -m trafka.storage.config_defs README.md``; a test fails when
+they are out of date).
+
+Kafka's enums of the config model live here too: :class:`ConfigType`, :class:`ConfigSource` and
+:class:`ResourceType`, with the values the config APIs send.
+"""
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import IntEnum
+from typing import Any
+
+from trafka.wire.compression import Compression
+from trafka.wire.errors import ErrorCode, KafkaError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+DOUBLE_MAX = sys.float_info.max
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+CLEANUP_POLICY_DELETE = "delete"
+CLEANUP_POLICY_COMPACT = "compact"
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: Values of group.consumer.migration.policy: which way non-empty consumer groups may change protocol.
+CONSUMER_GROUP_MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9092
+DEFAULT_DATA_DIR = "trafka-data"  # relative to the working directory
+
+_MINUTE_MS = 60 * 1000
+_HOUR_MS = 60 * _MINUTE_MS
+
+
+class ConfigType(IntEnum):
+    """Kafka's type of a config, as DescribeConfigs (v3+) reports it."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """Where a config's value comes from, as DescribeConfigs (v1+) and CreateTopics (v5+) report it."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ResourceType(IntEnum):
+    """The kinds of config resource the config APIs name."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+def resource_type_name(resource_type: int) -> str:
+    try:
+        return ResourceType(resource_type).name
+    except ValueError:
+        return str(resource_type)
+
+
+# -- values: parsing with Kafka's refusals, and formatting as Kafka reports them ----------------------
+
+
+def _invalid(name: str, raw: str, reason: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: {reason}")
+
+
+def parse_integer(name: str, raw: str, type_name: str = "LONG") -> int:
+    """An integer of Kafka's type ``type_name`` (INT, SHORT or LONG); INVALID_CONFIG otherwise."""
+    bits = {"SHORT": 16, "INT": 32, "LONG": 64}[type_name]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _invalid(name, raw, f"Not a number of type {type_name}") from None
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise _invalid(name, raw, f"Not a number of type {type_name}")
+    return value
+
+
+def _parse_double(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise _invalid(name, raw, "Not a number of type DOUBLE") from None
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered not in ("true", "false"):
+        raise _invalid(name, raw, "Expected value to be either true or false")
+    return lowered == "true"
+
+
+def _parse_list(name: str, raw: str) -> str:
+    return ",".join(item.strip().lower() for item in raw.split(",") if item.strip())
+
+
+_PARSERS: dict[ConfigType, Callable[[str, str], Any]] = {
+    ConfigType.BOOLEAN: _parse_bool,
+    ConfigType.STRING: lambda name, raw: raw,
+    ConfigType.INT: lambda name, raw: parse_integer(name, raw, "INT"),
+    ConfigType.SHORT: lambda name, raw: parse_integer(name, raw, "SHORT"),
+    ConfigType.LONG: lambda name, raw: parse_integer(name, raw, "LONG"),
+    ConfigType.DOUBLE: _parse_double,
+    ConfigType.LIST: _parse_list,
+}
+
+
+def java_double(value: float) -> str:
+    """A double as Java's ``Double.toString`` writes it, as Kafka reports DOUBLE configs: ``0.9``,
+    ``1.0``, ``1.0E-5``, ``1.7976931348623157E308``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))  # the same shortest digits, never in exponent form in this range
+    sign, digits, exponent = Decimal(repr(float(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) + int(exponent) - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+def format_value(value: Any, config_type: ConfigType = ConfigType.UNKNOWN) -> str | None:
+    """A typed value as Kafka reports it: ``true``, ``1.0E-5``, ``604800000``; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if config_type == ConfigType.DOUBLE:
+        return java_double(float(value))
+    return str(value)
+
+
+def normalize(raw: str, config_type: ConfigType) -> str:
+    """A property's value as Kafka reports it once parsed (``1`` of a DOUBLE is ``1.0``); a value that
+    does not parse is reported as given."""
+    try:
+        if config_type == ConfigType.DOUBLE:
+            return java_double(float(raw))
+        if config_type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+            return str(int(raw.strip()))
+        if config_type == ConfigType.BOOLEAN:
+            return raw.strip().lower()
+    except ValueError:
+        pass
+    return raw
+
+
+# -- the definitions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One config: a topic config, or a broker setting (``server.properties``)."""
+
+    name: str
+    type: ConfigType
+    #: The value when nothing sets it, typed (int, float, bool or str); None: no value.
+    default: Any
+    #: What it does, in a sentence or two (DescribeConfigs' documentation and the README's tables).
+    doc: str
+    #: Checks of a value: the least and greatest, or the only values allowed (each item, for a LIST).
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[Any, ...] | None = None
+    ignore_case: bool = False
+    #: How broker start-up states what is valid when a value is refused, where the bounds say too little.
+    expected: str | None = None
+    #: Whether it may change while the broker runs (AlterConfigs on the broker resource).
+    dynamic: bool = False
+    #: The attribute of ``LogConfig`` (topic configs) or ``BrokerConfig`` (broker settings) holding it;
+    #: None for a topic config accepted without effect, or a setting another part of the broker reads.
+    field: str | None = None
+    #: The default instead when the broker is one of a cluster (``zookeeper.connect`` set).
+    cluster_default: Any = None
+    #: Topic configs: the broker settings that give the default, with their unit in ms, first the one that wins.
+    synonyms: tuple[tuple[str, int], ...] = ()
+    #: Broker settings that are a topic config's default: that topic config, and this setting's unit in ms.
+    default_of: str | None = None
+    unit_ms: int = 1
+    #: The default as documentation states it, where the bare value says less ("168 hours").
+    default_doc: str | None = None
+    #: Where trafka differs from Kafka.
+    note: str | None = None
+
+    @property
+    def default_string(self) -> str | None:
+        """The default as DescribeConfigs reports it."""
+        return format_value(self.default, self.type)
+
+    @property
+    def broker_synonyms(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.synonyms)
+
+    def parse(self, name: str, raw: str) -> Any:
+        """``raw`` as this config's typed value, checked; ``name`` is the name the refusal gives (a broker
+        synonym checks its value under its own name). Raises ``KafkaError(INVALID_CONFIG)`` with Kafka's
+        message."""
+        raw = str(raw)
+        value = _PARSERS[self.type](name, raw.strip())
+        if self.minimum is not None and value < self.minimum:
+            raise _invalid(name, raw, f"Value must be at least {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise _invalid(name, raw, f"Value must be no more than {self.maximum}")
+        if self.choices is not None:
+            # An empty list (cleanup.policy neither delete nor compact) is allowed, as in Kafka 4.1+.
+            items = [item for item in value.split(",") if item] if self.type == ConfigType.LIST else [value]
+            for item in items:
+                if item not in self.choices:
+                    raise _invalid(name, raw, f"String must be one of: {', '.join(map(str, self.choices))}")
+        return value
+
+
+def _topic(name: str, config_type: ConfigType, default: Any, doc: str, field: str,
+           synonyms: tuple[tuple[str, int], ...] | str, **facts: Any) -> ConfigDef:
+    if isinstance(synonyms, str):
+        synonyms = ((synonyms, 1),)
+    return ConfigDef(name, config_type, default, doc, field=field, synonyms=synonyms, dynamic=True, **facts)
+
+
+_NO_EFFECT = "Accepted for compatibility with Apache Kafka; it has no effect on this broker."
+
+
+def _no_effect(name: str, config_type: ConfigType) -> ConfigDef:
+    return ConfigDef(name, config_type, None, _NO_EFFECT, dynamic=True)
+
+
+_T = ConfigType
+
+#: Every topic config this broker knows, by name: those it acts on, then those it accepts without effect.
+TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
+    _topic("segment.bytes", _T.INT, 1_073_741_824,
+           "Size in bytes at which the active segment is closed and a new one started.",
+           "segment_bytes", "log.segment.bytes", minimum=14, default_doc="1 GiB",
+           note="trafka takes any size from 14 bytes (Kafka 4: from 1 MiB)"),
+    _topic("segment.ms", _T.LONG, 604_800_000,
+           "Age in milliseconds at which the active segment is closed even if not full, so that retention and "
+           "compaction can act on it.",
+           "segment_ms", (("log.roll.ms", 1), ("log.roll.hours", _HOUR_MS)), minimum=1, default_doc="168 hours"),
+    _topic("segment.jitter.ms", _T.LONG, 0,
+           "Largest random amount of time taken off segment.ms, so that the segments of many partitions do not "
+           "all roll at the same moment.",
+           "segment_jitter_ms", (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR_MS)), minimum=0),
+    _topic("segment.index.bytes", _T.INT, 10_485_760, "Size in bytes of the offset and time indexes of each segment.",
+           "segment_index_bytes", "log.index.size.max.bytes", minimum=4),
+    _topic("index.interval.bytes", _T.INT, 4096,
+           "Bytes of record batches between two entries of the sparse offset index.",
+           "index_interval_bytes", "log.index.interval.bytes", minimum=0),
+    _topic("flush.messages", _T.LONG, LONG_MAX, "Number of messages appended after which the log is fsynced.",
+           "flush_interval_messages", "log.flush.interval.messages", minimum=1),
+    _topic("flush.ms", _T.LONG, LONG_MAX, "Milliseconds after which appended data is fsynced.",
+           "flush_interval_ms", (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)), minimum=0),
+    _topic("max.message.bytes", _T.INT, 1_048_588, "Largest record batch, in bytes, that the topic accepts.",
+           "max_message_bytes", "message.max.bytes", minimum=0),
+    _topic("message.timestamp.type", _T.STRING, CREATE_TIME,
+           "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the broker's clock.",
+           "message_timestamp_type", "log.message.timestamp.type", choices=(CREATE_TIME, LOG_APPEND_TIME)),
+    _topic("message.timestamp.before.max.ms", _T.LONG, LONG_MAX,
+           "How far in the past of the broker's clock a CreateTime timestamp may be.",
+           "message_timestamp_before_max_ms", "log.message.timestamp.before.max.ms", minimum=0),
+    _topic("message.timestamp.after.max.ms", _T.LONG, 3_600_000,  # an hour, as in Kafka 4
+           "How far in the future of the broker's clock a CreateTime timestamp may be.",
+           "message_timestamp_after_max_ms", "log.message.timestamp.after.max.ms", minimum=0),
+    _topic("cleanup.policy", _T.LIST, CLEANUP_POLICY_DELETE,
+           "delete removes whole segments once retention allows; compact keeps the latest record of each key; "
+           "both may be given.",
+           "cleanup_policy", "log.cleanup.policy", choices=(CLEANUP_POLICY_COMPACT, CLEANUP_POLICY_DELETE)),
+    _topic("retention.ms", _T.LONG, 604_800_000,
+           "How long a segment is kept under the delete policy, by its newest record's timestamp; -1 keeps it "
+           "forever.",
+           "retention_ms", (("log.retention.ms", 1), ("log.retention.minutes", _MINUTE_MS),
+                            ("log.retention.hours", _HOUR_MS)), minimum=-1, default_doc="168 hours"),
+    _topic("retention.bytes", _T.LONG, -1,
+           "Size a partition may reach before its oldest segments are deleted; -1 means no limit.",
+           "retention_bytes", "log.retention.bytes"),
+    _topic("file.delete.delay.ms", _T.LONG, 60_000,
+           "Time between a segment's deletion (its files renamed .deleted) and the removal of its files.",
+           "file_delete_delay_ms", "log.segment.delete.delay.ms", minimum=0),
+    _topic("delete.retention.ms", _T.LONG, 86_400_000, "How long tombstones stay in a compacted log.",
+           "delete_retention_ms", "log.cleaner.delete.retention.ms", minimum=0),
+    _topic("min.compaction.lag.ms", _T.LONG, 0, "Age a record must reach before compaction may remove it.",
+           "min_compaction_lag_ms", "log.cleaner.min.compaction.lag.ms", minimum=0),
+    _topic("max.compaction.lag.ms", _T.LONG, LONG_MAX,
+           "Longest time a record may stay uncompacted: past it a log is cleaned whatever its dirty ratio.",
+           "max_compaction_lag_ms", "log.cleaner.max.compaction.lag.ms", minimum=1),
+    _topic("min.cleanable.dirty.ratio", _T.DOUBLE, 0.5,
+           "Share of not-yet-compacted bytes at which a log becomes eligible for compaction.",
+           "min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio", minimum=0, maximum=1),
+    _topic("min.insync.replicas", _T.INT, 1,
+           "Fewest in-sync replicas that must hold a record before an acks=all produce succeeds.",
+           "min_insync_replicas", "min.insync.replicas", minimum=1),
+    _topic("unclean.leader.election.enable", _T.BOOLEAN, False,
+           "Whether a replica outside the ISR may become leader, at the risk of losing records.",
+           "unclean_leader_election_enable", "unclean.leader.election.enable"),
+    _topic("compression.type", _T.STRING, "producer",
+           "Codec that batches are stored with; producer keeps the producer's own codec.",
+           "compression_type", "compression.type", choices=COMPRESSION_TYPES),
+    _topic("preallocate", _T.BOOLEAN, False, "Whether segment files are preallocated on disk when created.",
+           "preallocate", "log.preallocate"),
+    _no_effect("compression.gzip.level", _T.INT),
+    _no_effect("compression.lz4.level", _T.INT),
+    _no_effect("compression.zstd.level", _T.INT),
+    _no_effect("message.format.version", _T.STRING),
+    _no_effect("message.timestamp.difference.max.ms", _T.LONG),
+    _no_effect("message.downconversion.enable", _T.BOOLEAN),
+    _no_effect("leader.replication.throttled.replicas", _T.LIST),
+    _no_effect("follower.replication.throttled.replicas", _T.LIST),
+    _no_effect("remote.storage.enable", _T.BOOLEAN),
+    _no_effect("local.retention.ms", _T.LONG),
+    _no_effect("local.retention.bytes", _T.LONG),
+    _no_effect("remote.log.copy.disable", _T.BOOLEAN),
+    _no_effect("remote.log.delete.on.disable", _T.BOOLEAN),
+)}
+
+
+def _topic_defaults() -> Iterable[ConfigDef]:
+    """The broker settings that are topic defaults, from the topic configs' synonyms. The first synonym may
+    change at run time (``log.retention.ms``, not ``log.retention.hours``), as in Kafka; the built-in default
+    sits on the last one, in its unit."""
+    for topic in TOPIC_CONFIG_DEFS.values():
+        last = len(topic.synonyms) - 1
+        for index, (name, unit_ms) in enumerate(topic.synonyms):
+            doc = f"Default of the topic config {topic.name} for topics that do not set it"
+            if last > 0:
+                doc += (f" (in units of {unit_ms} ms; {topic.synonyms[0][0]} takes precedence over the other "
+                        f"units)")
+            yield ConfigDef(
+                name,
+                topic.type if unit_ms == 1 else ConfigType.INT,
+                (topic.default if unit_ms == 1 else topic.default // unit_ms) if index == last else None,
+                doc + ".",
+                dynamic=index == 0,
+                default_of=topic.name,
+                unit_ms=unit_ms,
+            )
+
+
+_CLEANER_AT_START = "read at start-up only (Kafka changes it at run time)"
+
+
+def _broker(name: str, config_type: ConfigType, default: Any, doc: str, field: str | None = None,
+            **facts: Any) -> ConfigDef:
+    return ConfigDef(name, config_type, default, doc, field=field, **facts)
+
+
+#: The broker's own settings: where it is and who it is, what it serves, and the settings each part of it
+#: reads (the ones held in ``BrokerConfig`` name their attribute, in the order they are parsed).
+_BROKER_SETTINGS: tuple[ConfigDef, ...] = (
+    # Where this broker is and who it is (BrokerConfig reads these itself).
+    _broker("node.id", _T.INT, None, "Id of this broker in the cluster.", default_doc="1 when neither node.id nor "
+            "broker.id is set"),
+    _broker("broker.id", _T.INT, None, "Id of this broker in the cluster (older name of node.id)."),
+    _broker("listeners", _T.LIST, f"PLAINTEXT://{DEFAULT_HOST}:{DEFAULT_PORT}", "Address the broker listens on.",
+            note="one PLAINTEXT listener, on loopback unless told (Kafka: every interface); read at start-up only "
+            "(Kafka changes it at run time)"),
+    _broker("listener.security.protocol.map", _T.STRING,
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "Security protocol of each listener name (NAME:PROTOCOL,...).",
+            note="a listener that is not PLAINTEXT stops the start; read at start-up only (Kafka changes it at run "
+            "time)"),
+    _broker("controller.listener.names", _T.LIST, None,
+            "Listener names of KRaft controllers: left out, this broker being its own controller."),
+    _broker("advertised.listeners", _T.LIST, None, "Address clients are told to connect to."),
+    _broker("log.dirs", _T.LIST, DEFAULT_DATA_DIR, "Directory holding the partitions' logs.",
+            note="one directory is used"),
+    _broker("log.dir", _T.LIST, None, "Directory holding the partitions' logs, where log.dirs is not set."),
+    _broker("process.roles", _T.LIST, None, "Roles of this node in a KRaft cluster.",
+            note="only broker,controller: one node that is both"),
+    _broker("controller.quorum.voters", _T.LIST, "", "The KRaft controllers.", note="at most one, this node"),
+    # Settings held in BrokerConfig, parsed at start-up.
+    _broker("cluster.id", _T.STRING, None,
+            "Id of the cluster written into a new data directory (else a random one); a data directory of "
+            "another cluster is refused.", "cluster_id", note="trafka's own"),
+    _broker("num.partitions", _T.INT, 1, "Partitions of a topic created without a count.", "num_partitions",
+            minimum=1),
+    _broker("default.replication.factor", _T.INT, 1, "Replication factor of a topic created without one.",
+            "default_replication_factor"),
+    _broker("auto.create.topics.enable", _T.BOOLEAN, True, "Whether a Metadata request for an unknown topic creates "
+            "it.", "auto_create_topics_enable"),
+    _broker("delete.topic.enable", _T.BOOLEAN, True, "Whether DeleteTopics may delete topics.", "delete_topic_enable"),
+    _broker("socket.request.max.bytes", _T.INT, 104_857_600, "Largest request frame accepted.",
+            "socket_request_max_bytes"),
+    _broker("fetch.max.bytes", _T.INT, 57_671_680, "Most record bytes one Fetch response carries.", "fetch_max_bytes",
+            minimum=0),
+    _broker("metrics.port", _T.INT, None, "Port of the Prometheus metrics endpoint (0: a free one); unset, none.",
+            "metrics_port", minimum=0, maximum=65535, expected="a port is 0-65535", note="trafka's own"),
+    _broker("log.retention.check.interval.ms", _T.LONG, 300_000, "How often retention looks for segments to delete.",
+            "log_retention_check_interval_ms", minimum=1, default_doc="300000 (the first look 30 s after start)"),
+    _broker("group.initial.rebalance.delay.ms", _T.INT, 100,
+            "How long a new consumer group waits for another member to arrive before its first rebalance.",
+            "group_initial_rebalance_delay_ms", note="Kafka waits 3000"),
+    _broker("group.min.session.timeout.ms", _T.INT, 6000, "Shortest session timeout a group member may ask for.",
+            "group_min_session_timeout_ms"),
+    _broker("group.max.session.timeout.ms", _T.INT, 1_800_000, "Longest session timeout a group member may ask for.",
+            "group_max_session_timeout_ms"),
+    _broker("group.consumer.migration.policy", _T.STRING, "bidirectional",
+            "Whether non-empty groups may change protocol online: bidirectional, upgrade (classic to consumer), "
+            "downgrade (consumer to classic) or disabled.",
+            "group_consumer_migration_policy", choices=CONSUMER_GROUP_MIGRATION_POLICIES, ignore_case=True),
+    _broker("offsets.topic.num.partitions", _T.INT, 50, "Partitions of the __consumer_offsets topic, at its creation.",
+            "offsets_topic_num_partitions"),
+    _broker("offsets.retention.minutes", _T.INT, 10_080,
+            "How long the offsets of a group stay once it is empty (of a group that commits outside group "
+            "management: since its last commit); the group goes with its last offsets.",
+            "offsets_retention_minutes"),
+    _broker("offsets.topic.segment.bytes", _T.INT, 104_857_600,
+            "segment.bytes of the __consumer_offsets topic, at its creation: small segments let compaction keep "
+            "it small.", "offsets_topic_segment_bytes", minimum=1),
+    _broker("offsets.load.buffer.size", _T.INT, 5_242_880,
+            "Bytes read at a time while the groups of a __consumer_offsets partition load.",
+            "offsets_load_buffer_size", minimum=1),
+    _broker("offsets.topic.compression.codec", _T.INT, 0,
+            "Codec of the group coordinator's writes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.",
+            "offsets_topic_compression_codec", choices=tuple(codec.value for codec in Compression),
+            expected="expected a codec id: 0 (none), 1 (gzip), 2 (snappy), 3 (lz4) or 4 (zstd)"),
+    _broker("controller.max.records.per.batch", _T.INT, 10_000,
+            "Most records one CreateTopics or CreatePartitions request may create (each partition, and for "
+            "CreateTopics each topic and config too).", "controller_max_records_per_batch", minimum=1),
+    # The cluster (broker.cluster) and replication (broker.replication).
+    _broker("zookeeper.connect", _T.STRING, None,
+            "ZooKeeper's address (host:port,... and a chroot path if any); set, the broker is one of a replicated "
+            "cluster, and needs its own broker.id.", "zookeeper_connect", note="Kafka 4 has no ZooKeeper mode"),
+    _broker("zookeeper.session.timeout.ms", _T.INT, 18_000,
+            "ZooKeeper session timeout: a broker silent this long leaves the cluster.", "zookeeper_session_timeout_ms"),
+    _broker("zookeeper.connection.timeout.ms", _T.INT, None,
+            "How long the broker waits to connect to ZooKeeper.", "zookeeper_connection_timeout_ms",
+            default_doc="zookeeper.session.timeout.ms"),
+    _broker("broker.rack", _T.STRING, None, "Rack of this broker.", "broker_rack"),
+    _broker("auto.leader.rebalance.enable", _T.BOOLEAN, True,
+            "Whether leadership moves back to each partition's preferred replica.", "auto_leader_rebalance_enable"),
+    _broker("offsets.topic.replication.factor", _T.SHORT, 1,
+            "Replication factor of the __consumer_offsets topic, at its creation.",
+            "offsets_topic_replication_factor", minimum=1, cluster_default=3),
+    _broker("leader.imbalance.check.interval.seconds", _T.LONG, 300,
+            "How often the controller looks at the balance of leadership.",
+            "leader_imbalance_check_interval_seconds", minimum=1),
+    _broker("leader.imbalance.per.broker.percentage", _T.INT, 10,
+            "Share of a broker's preferred partitions led by others above which leadership is moved back.",
+            "leader_imbalance_per_broker_percentage", minimum=1),
+    _broker("replica.lag.time.max.ms", _T.LONG, 30_000,
+            "How long a follower may go without catching up before it leaves the ISR.",
+            "replica_lag_time_max_ms", minimum=1),
+    _broker("replica.fetch.wait.max.ms", _T.INT, 500, "Longest wait of a follower's fetch.",
+            "replica_fetch_wait_max_ms", minimum=1),
+    _broker("replica.fetch.min.bytes", _T.INT, 1, "Fewest bytes a follower's fetch waits for.",
+            "replica_fetch_min_bytes", minimum=1),
+    _broker("replica.fetch.max.bytes", _T.INT, 1_048_576,
+            "Most bytes a follower fetches of one partition at a time (a larger first batch still comes).",
+            "replica_fetch_max_bytes", minimum=1),
+    _broker("replica.fetch.response.max.bytes", _T.INT, 10_485_760, "Most bytes of one follower fetch response.",
+            "replica_fetch_response_max_bytes", minimum=1),
+    _broker("replica.fetch.backoff.ms", _T.INT, 1000, "How long a follower waits after a failed fetch.",
+            "replica_fetch_backoff_ms", minimum=1),
+    # The transaction coordinator (broker.txn).
+    _broker("transaction.max.timeout.ms", _T.INT, 900_000, "Longest transaction timeout a producer may ask for.",
+            "transaction_max_timeout_ms", minimum=1),
+    _broker("transaction.state.log.num.partitions", _T.INT, 50,
+            "Partitions of the __transaction_state topic, at its creation.", "transaction_state_log_num_partitions",
+            minimum=1),
+    _broker("transaction.state.log.replication.factor", _T.SHORT, 1,
+            "Replication factor of the __transaction_state topic, at its creation.",
+            "transaction_state_log_replication_factor", minimum=1, cluster_default=3),
+    _broker("transaction.state.log.min.isr", _T.INT, 1,
+            "min.insync.replicas of the __transaction_state topic, at its creation.",
+            "transaction_state_log_min_isr", minimum=1, cluster_default=2),
+    _broker("transaction.state.log.segment.bytes", _T.INT, 104_857_600,
+            "segment.bytes of the __transaction_state topic, at its creation.", "transaction_state_log_segment_bytes",
+            minimum=1),
+    _broker("transaction.state.log.load.buffer.size", _T.INT, 5_242_880,
+            "Bytes read at a time while a __transaction_state partition loads.",
+            "transaction_state_log_load_buffer_size", minimum=1),
+    _broker("transactional.id.expiration.ms", _T.INT, 604_800_000,
+            "How long a transactional id stays after its last transaction ended.", "transactional_id_expiration_ms",
+            minimum=1),
+    _broker("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10_000,
+            "How often transactions open past their timeout are looked for and aborted.",
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms", minimum=1),
+    _broker("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3_600_000,
+            "How often expired transactional ids are looked for and removed.",
+            "transaction_remove_expired_transaction_cleanup_interval_ms", minimum=1),
+    _broker("transaction.partition.verification.enable", _T.BOOLEAN, True,
+            "Whether a transactional batch that would start a transaction in a partition is first verified with "
+            "the transaction coordinator.", "transaction_partition_verification_enable",
+            note="read at start-up only (Kafka changes it at run time)"),
+    # Read by the group coordinator (broker.groups) from the properties.
+    _broker("group.max.size", _T.INT, INT_MAX, "Most members of a classic group."),
+    _broker("group.consumer.session.timeout.ms", _T.INT, 45_000,
+            "Session timeout of the members of a consumer group (KIP-848)."),
+    _broker("group.consumer.heartbeat.interval.ms", _T.INT, 5000,
+            "Heartbeat interval of the members of a consumer group (KIP-848)."),
+    _broker("group.consumer.max.size", _T.INT, INT_MAX, "Most members of a consumer group (KIP-848)."),
+    _broker("group.consumer.assignors", _T.LIST, "uniform,range",
+            "Server-side assignors of consumer groups, the first the default (names or Kafka's class names)."),
+    _broker("offsets.retention.check.interval.ms", _T.LONG, 600_000, "How often expired offsets are looked for."),
+    _broker("offsets.commit.timeout.ms", _T.INT, 5000,
+            "How long an offset commit waits for its replicas before REQUEST_TIMED_OUT."),
+    _broker("offset.metadata.max.bytes", _T.INT, 4096,
+            "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond it)."),
+    # Read by DescribeTopicPartitions.
+    _broker("max.request.partition.size.limit", _T.INT, 2000,
+            "Most partitions one DescribeTopicPartitions response describes."),
+    # The log cleaner (broker.log_cleaner), from the properties at its start.
+    _broker("log.cleaner.enable", _T.BOOLEAN, True,
+            "Whether the log cleaner runs; without it compacted topics are not compacted."),
+    _broker("log.cleaner.threads", _T.INT, 1, "Threads that compact logs, each cleaning one log at a time.",
+            minimum=1, note=_CLEANER_AT_START),
+    _broker("log.cleaner.backoff.ms", _T.LONG, 15_000, "How long the cleaner sleeps when no log needs cleaning.",
+            minimum=0, note=_CLEANER_AT_START),
+    _broker("log.cleaner.dedupe.buffer.size", _T.LONG, 134_217_728,
+            "Memory of the offset maps (key hash -> latest offset), shared by the cleaner threads; bounds how much "
+            "of a dirty log one cleaning covers.", minimum=1, note=_CLEANER_AT_START),
+    _broker("log.cleaner.io.buffer.size", _T.INT, 524_288, "Size of the cleaner's read and write buffers.",
+            minimum=1, note=_CLEANER_AT_START),
+    _broker("log.cleaner.io.buffer.load.factor", _T.DOUBLE, 0.9, "How full the offset map may get.", minimum=0,
+            note=_CLEANER_AT_START),
+    _broker("log.cleaner.io.max.bytes.per.second", _T.DOUBLE, DOUBLE_MAX,
+            "Bytes per second the cleaner threads may read and write together.", minimum=0, note=_CLEANER_AT_START),
+)
+
+#: Every broker setting this broker knows, by name: its own, then the topic defaults (``log.retention.ms``...).
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_BROKER_SETTINGS, *_topic_defaults())}
+
+#: The broker settings that may change at run time: the topic defaults, by the first of their names.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(name for name, d in BROKER_CONFIG_DEFS.items() if d.dynamic)
+
+
+# -- the README's tables -----------------------------------------------------------------------------
+
+#: The README's tables of settings, by the name their markers give: a row per topic config (with its broker
+#: synonyms) or broker setting.
+README_TABLES: dict[str, tuple[str, ...]] = {
+    "retention and cleaner": (
+        "retention.ms", "retention.bytes", "log.retention.check.interval.ms", "segment.bytes", "segment.ms",
+        "segment.jitter.ms", "file.delete.delay.ms", "cleanup.policy", "log.cleaner.enable", "log.cleaner.threads",
+        "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+        "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "delete.retention.ms",
+        "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
+    ),
+    "internal topics": (
+        "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
+        "offsets.topic.compression.codec", "offsets.load.buffer.size", "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
+        "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
+        "transaction.state.log.load.buffer.size",
+    ),
+}
+
+_TABLE_START = re.compile(r"^(?P<indent> *)<!-- settings table: (?P<name>[a-z ]+) \(generated from "
+                          r"storage/config_defs\.py\) -->$")
+_TABLE_END = "<!-- end of settings table -->"
+
+
+def _default_doc(d: ConfigDef) -> str:
+    if d.default_doc is not None:
+        text = d.default_doc
+    elif d.cluster_default is not None:
+        single, cluster = format_value(d.default, d.type), format_value(d.cluster_default, d.type)
+        text = f"{single} on a single node, {cluster} in a cluster"
+    elif d.default in (LONG_MAX, DOUBLE_MAX):
+        text = "unlimited"
+    elif d.default is None:
+        text = "none"
+    else:
+        text = format_value(d.default, d.type) or ""
+    return f"{text}; {d.note}" if d.note else text
+
+
+def readme_table(names: Iterable[str]) -> list[str]:
+    """The Markdown rows of a table of settings: a topic config is listed under its broker synonyms, with the
+    topic config in brackets (it overrides the broker's default for one topic)."""
+    definitions = [TOPIC_CONFIG_DEFS.get(name) or BROKER_CONFIG_DEFS[name] for name in names]
+    header = "property (topic config)" if any(d.synonyms for d in definitions) else "property"
+    rows = [f"| {header} | what it does | default |", "| --- | --- | --- |"]
+    for d in definitions:
+        if d.synonyms:
+            first = d.synonyms[0][0]
+            others = [synonym[len(first.rsplit(".", 1)[0]):] if synonym.startswith(first.rsplit(".", 1)[0] + ".")
+                      else synonym for synonym, _ in d.synonyms[1:]]
+            names_column = ", ".join(f"`{n}`" for n in (first, *others)) + f" (`{d.name}`)"
+        else:
+            names_column = f"`{d.name}`"
+        rows.append(f"| {names_column} | {d.doc} | {_default_doc(d)} |")
+    return rows
+
+
+def render_readme(text: str) -> str:
+    """``text`` (the README) with each table of settings between its markers written from the catalog."""
+    out: list[str] = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        out.append(line)
+        start = _TABLE_START.match(line)
+        if start is None:
+            continue
+        for skipped in lines:
+            if skipped.strip() == _TABLE_END:
+                break
+        else:
+            raise ValueError(f"README: the settings table {start['name']!r} has no end marker")
+        indent = start["indent"]
+        out += ["", *(indent + row for row in readme_table(README_TABLES[start["name"]])), "", indent + _TABLE_END]
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+if __name__ == "__main__":  # python -m trafka.storage.config_defs README.md: rewrite its tables of settings
+    from pathlib import Path
+
+    for argument in sys.argv[1:]:
+        path = Path(argument)
+        path.write_text(render_readme(path.read_text(encoding="utf-8")), encoding="utf-8")
