@@ -15,6 +15,7 @@ trafka does not act on.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -290,6 +291,13 @@ class BrokerConfig:
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
         return host, self.advertised_port if self.advertised_port is not None else self.port
+
+    def serving_on(self, port: int, *, control_port: int | None = None) -> BrokerConfig:
+        """A copy of this config with the ports the server bound (``port`` 0 asks the system for one): the
+        broker advertises the port it serves on. This config is left as it is."""
+        if control_port is None:
+            control_port = self.control_port
+        return dataclasses.replace(self, port=port, control_port=control_port)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:

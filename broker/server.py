@@ -48,7 +48,7 @@ class Server:
                 raise OSError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from exc
             addresses = [listener.socket.getsockname() for listener in listeners]
             if config.port == 0:
-                config.port = addresses[0][1]
+                config = self.config = config.serving_on(addresses[0][1])  # the config given stays as it was
             self.broker = broker = Broker(config)
             if config.metrics_port is not None:
                 from trafka.broker.metrics import Metrics
@@ -60,7 +60,7 @@ class Server:
                 from trafka.broker.control import ControlServer
 
                 control = ControlServer(broker, config.control_port)
-                config.control_port = control.port
+                self.config = config.serving_on(config.port, control_port=control.port)
             try:
                 await broker.start()
                 partitions = sum(len(t.partitions) for t in broker.topics)

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 from trafka.broker.config import BrokerConfig, ConfigError, merge_overrides, parse_properties, properties_not_acted_on
+from trafka.broker.server import Server
 from trafka.storage.config import LogConfig
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 
@@ -356,3 +358,17 @@ def test_every_property_in_the_catalog_counts_as_acted_on():
     assert properties_not_acted_on(dict.fromkeys(BROKER_CONFIG_DEFS, "")) == []
     assert properties_not_acted_on({"num.io.threads": "8", "log.retention.minutes": "5"}) == ["num.io.threads"]
 
+
+async def test_the_config_a_server_is_given_stays_as_it_was(tmp_path: Path):
+    config = BrokerConfig(port=0, control_port=0, data_dir=tmp_path / "data")
+    server = Server(config)
+    async with trio.open_nursery() as nursery:
+        addresses = await nursery.start(server.run)
+        bound = addresses[0][1]
+        try:
+            assert (config.port, config.control_port) == (0, 0)
+            assert server.config.port == server.broker.config.port == bound != 0
+            assert server.config.control_port not in (None, 0)
+            assert server.config.advertised_address == ("127.0.0.1", bound)
+        finally:
+            server.request_shutdown()

@@ -143,8 +143,8 @@ async def run(config: BrokerConfig) -> None:
 
         nursery.start_soon(on_signal)
         await nursery.start(server.run)
-        host, port = config.advertised_address
-        control = f" control=127.0.0.1:{config.control_port}" if config.control_port is not None else ""
+        host, port = server.config.advertised_address  # the ports the server bound
+        control = f" control=127.0.0.1:{server.config.control_port}" if config.control_port is not None else ""
         print(
             f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}{control}",
             flush=True,
