@@ -1,5 +1,9 @@
-"""Topic configs: Kafka's names, ranges and refusal messages; the catalog of configuration definitions."""
+"""Topic configs: Kafka's names, ranges and refusal messages; the catalog of configuration definitions and the
+README's tables of settings written from it."""
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -8,9 +12,11 @@ from trafka.storage.config_defs import (
     BROKER_CONFIG_DEFS,
     DOUBLE_MAX,
     DYNAMIC_BROKER_CONFIGS,
+    README_TABLES,
     TOPIC_CONFIG_DEFS,
     ConfigType,
     java_double,
+    render_readme,
 )
 from trafka.wire.errors import ErrorCode, KafkaError
 
@@ -41,6 +47,8 @@ def test_an_empty_cleanup_policy_neither_deletes_nor_compacts():
 
 
 # -- the catalog of configuration definitions -------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_log_config_holds_the_catalogs_defaults():
@@ -89,3 +97,24 @@ def test_a_broker_synonym_is_refused_under_its_own_name():
 def test_doubles_are_written_as_java_writes_them(value, written):
     assert java_double(value) == written
 
+
+def _readme() -> str:
+    path = ROOT / "README.md"
+    if not path.exists():
+        pytest.skip("README.md is not next to the sources (an installed copy)")
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_readmes_tables_of_settings_are_the_catalogs():
+    readme = _readme()
+    assert readme.count("<!-- settings table: ") == len(README_TABLES)
+    assert render_readme(readme) == readme, (
+        "the README's tables of settings are out of date: python -m trafka.storage.config_defs README.md")
+
+
+def test_every_setting_the_readme_names_where_it_runs_the_broker_is_in_the_catalog():
+    readme = _readme()
+    sections = readme.split("## Running the broker", 1)[1].split("## Transactions and exactly-once", 1)[0]
+    named = set(re.findall(r"`([a-z][a-z0-9]*(?:\.[a-z0-9]+)+)`", sections)) - {"server.properties"}
+    assert len(named) > 40
+    assert sorted(named - set(BROKER_CONFIG_DEFS) - set(TOPIC_CONFIG_DEFS)) == []
