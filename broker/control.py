@@ -142,7 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
         members = _int(query, "members", 0, None) if "members" in query else None
 
         def seen() -> dict[str, object] | None:
-            group = self.broker.groups.groups.get(group_id)
+            group = self.broker.group_coordinator().groups.get(group_id)
             if group is None:
                 return None
             return {"group": group_id, "state": str(group.state), "members": len(group.members)}
