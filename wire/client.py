@@ -41,7 +41,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass
 
-from trafka.wire.connection import NEED_DATA, ProtocolError, _Sentinel
+from trafka.wire.connection import NEED_DATA, FrameReceiver, ProtocolError, _Sentinel
 from trafka.wire.errors import ErrorCode
 from trafka.wire.primitives import INT16, DecodeError, Message, Writer
 from trafka.wire.protocol import (
@@ -72,10 +72,6 @@ DEFAULT_MAX_RESPONSE_SIZE = 128 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
 _MAX_CORRELATION_ID = 0x7FFFFFFF
-# A frame at least this large is read into a buffer of its own and handed to its response as it is.
-_DETACH_SIZE = 65536
-# Room offered for a read when no large frame is being completed (several small frames fit).
-_READ_SIZE = 65536
 
 
 class MalformedResponse(ProtocolError):
@@ -157,7 +153,7 @@ def _is_unsupported_version(body: memoryview) -> bool:
     return len(body) >= 2 and INT16.unpack_from(body)[0] == ErrorCode.UNSUPPORTED_VERSION
 
 
-class ClientConnection:
+class ClientConnection(FrameReceiver):
     """One connection's framing and request bookkeeping; see the module docstring."""
 
     def __init__(
@@ -175,10 +171,7 @@ class ClientConnection:
         self.max_frame_size = max_frame_size
         self._next_correlation_id = first_correlation_id
         self._awaited: deque[_Awaited] = deque()
-        self._buffer = bytearray(_READ_SIZE)
-        self._start = 0  # where the next frame begins in _buffer
-        self._end = 0  # where the bytes received so far end in _buffer
-        self._peer_closed = False
+        super().__init__()
         self._error: MalformedResponse | None = None
 
     # -- sending -----------------------------------------------------------------------------------
@@ -248,59 +241,6 @@ class ClientConnection:
 
     # -- receiving ---------------------------------------------------------------------------------
 
-    @property
-    def peer_closed(self) -> bool:
-        """Whether ``receive_data(b"")`` or ``received(0)`` reported the end of the peer's data."""
-        return self._peer_closed
-
-    def receive_buffer(self) -> memoryview:
-        """A writable view to read the peer's next bytes into; report how many with ``received``.
-
-        While a large frame is incomplete the view is exactly the rest of that frame, in a buffer that
-        will become the response's; otherwise it offers at least 64 KiB. Release the view (or drop it)
-        before asking for the next one.
-        """
-        buffer, start, end = self._buffer, self._start, self._end
-        if start == end and start:
-            self._start = self._end = start = end = 0
-        pending = end - start
-        frame_end = 0
-        if pending >= 4:
-            (size,) = _SIZE.unpack_from(buffer, start)
-            if _DETACH_SIZE <= size <= self.max_frame_size and start + 4 + size > end:
-                frame_end = start + 4 + size
-        wanted = frame_end if frame_end else end + _READ_SIZE
-        if wanted > len(buffer):
-            # Move what is pending to the front of a buffer with room for the rest (of the frame).
-            fresh = bytearray(frame_end - start if frame_end else pending + _READ_SIZE)
-            fresh[:pending] = memoryview(buffer)[start:end]
-            self._buffer, self._start, self._end = fresh, 0, pending
-            return memoryview(fresh)[pending:]
-        return memoryview(buffer)[end:wanted] if frame_end else memoryview(buffer)[end:]
-
-    def received(self, count: int) -> None:
-        """``count`` bytes were read into the last ``receive_buffer()``; 0 means the peer closed."""
-        if self._peer_closed:
-            raise RuntimeError("received() after the peer closed the connection")
-        if count == 0:
-            self._peer_closed = True
-        self._end += count
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Feeds bytes read from the peer; ``b""`` means the peer closed its side."""
-        if self._peer_closed:
-            raise RuntimeError("receive_data() after the peer closed the connection")
-        if not data:
-            self._peer_closed = True
-            return
-        data = memoryview(data).cast("B")
-        while data:
-            with self.receive_buffer() as room:
-                count = min(len(room), len(data))
-                room[:count] = data[:count]
-            self.received(count)
-            data = data[count:]
-
     def next_response(self) -> Response | _Sentinel:
         """The next complete response, or ``NEED_DATA``.
 
@@ -317,41 +257,26 @@ class ClientConnection:
             raise
 
     def _next_response(self) -> Response | _Sentinel:
-        buffer = self._buffer
-        start = self._start
-        available = self._end - start
-        if available < 4:
-            return self._need_data(available)
-        (size,) = _SIZE.unpack_from(buffer, start)
+        frame = self._next_frame()
+        return frame if frame is NEED_DATA else self._parse(frame)
+
+    _frame_noun = "a response frame"
+
+    def _check_size(self, size: int, prefix: bytes) -> None:
         if size < 4:
             raise MalformedResponse(f"invalid response frame size {size}: too small for a response header")
         if size > self.max_frame_size:
             raise MalformedResponse(
                 f"response frame of {size} bytes is larger than the maximum of {self.max_frame_size} bytes"
             )
-        end = start + 4 + size
-        if self._end < end:
-            return self._need_data(available, size)
-        if size >= _DETACH_SIZE:
-            # Hand the receive buffer itself to this response; keep only what follows the frame.
-            frame = memoryview(buffer)[start + 4 : end]
-            rest = self._end - end
-            self._buffer = bytearray(rest + _READ_SIZE)
-            if rest:
-                self._buffer[:rest] = buffer[end : self._end]
-            self._start, self._end = 0, rest
-        else:
-            frame = memoryview(buffer[start + 4 : end])
-            self._start = end
-        return self._parse(frame)
 
-    def _need_data(self, available: int, size: int | None = None) -> _Sentinel:
-        if self._peer_closed and available:
-            expected = "the 4-byte frame size" if size is None else f"a response frame of {size} bytes"
-            raise MalformedResponse(
-                f"peer closed the connection in the middle of {expected} ({available} bytes received)"
-            )
-        return NEED_DATA
+    def _large_frame_buffer(self, size: int) -> bytearray:
+        # Memory the allocator reuses: a client trusts its broker's sizes up to max_frame_size, and
+        # anonymous pages faulted in frame after frame made large responses slower to receive.
+        return bytearray(size)
+
+    def _truncated(self, message: str) -> MalformedResponse:
+        return MalformedResponse(message)
 
     def _parse(self, frame: memoryview) -> Response:
         (correlation_id,) = _SIZE.unpack_from(frame)

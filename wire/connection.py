@@ -140,42 +140,33 @@ class UnsupportedVersion:
     supported: tuple[int, int] | None = None  # the version range served; None: the API is not served
 
 
-class ServerConnection:
-    def __init__(
-        self,
-        *,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        supported: Mapping[int, tuple[int, int]] | None = None,
-        decode_in_place_limit: int | None = None,
-    ) -> None:
-        """``supported`` maps api keys to the (min, max) versions served; by default everything the
-        codec knows. Versions beyond the codec's range are never supported. Frames larger than
-        ``decode_in_place_limit`` come out as ``UndecodedRequest``; by default every frame is decoded."""
-        self.max_frame_size = max_frame_size
-        self.decode_in_place_limit = decode_in_place_limit
-        self._versions: dict[int, tuple[int, int]] = {}
-        for api_key, request in REQUESTS.items():
-            if supported is None:
-                self._versions[api_key] = (request.MIN_VERSION, request.MAX_VERSION)
-            elif api_key in supported:
-                low, high = supported[api_key]
-                self._versions[api_key] = (max(low, request.MIN_VERSION), min(high, request.MAX_VERSION))
-        self._buffer = bytearray(_READ_SIZE)
+class FrameReceiver:
+    """The receiving half of a Kafka connection, either side: size-prefixed frames out of the bytes read.
+
+    A subclass says how large a frame may be (``max_frame_size``, ``_check_size``), what a large frame is
+    read into (``_large_frame_buffer``) and what error a truncated frame raises (``_truncated``).
+    """
+
+    max_frame_size: int
+    #: How a frame is named in the message when the peer closes in its middle.
+    _frame_noun = "a frame"
+
+    def __init__(self) -> None:
+        self._buffer: bytearray | mmap.mmap = bytearray(_READ_SIZE)
         self._start = 0  # where the next frame begins in _buffer
         self._end = 0  # where the bytes received so far end in _buffer
         self._peer_closed = False
-        self._error: ProtocolError | None = None
 
     @property
     def peer_closed(self) -> bool:
-        """Whether ``receive_data(b"")`` reported the end of the peer's data."""
+        """Whether the peer closed its side (``receive_data(b"")`` or ``received(0)``)."""
         return self._peer_closed
 
     def receive_buffer(self) -> memoryview:
         """A writable view to read the peer's next bytes into; report how many with ``received``.
 
         While a large frame is incomplete the view is exactly the rest of that frame, in a buffer that
-        will become the request's; otherwise it offers at least 64 KiB. Release the view (or drop it)
+        will become the frame's; otherwise it offers at least 64 KiB. Release the view (or drop it)
         before asking for the next one.
         """
         buffer, start, end = self._buffer, self._start, self._end
@@ -190,7 +181,7 @@ class ServerConnection:
         wanted = frame_end if frame_end else end + _READ_SIZE
         if wanted > len(buffer):
             # Move what is pending to the front of a buffer with room for the rest (of the frame).
-            fresh = _frame_buffer(frame_end - start) if frame_end else bytearray(pending + _READ_SIZE)
+            fresh = self._large_frame_buffer(frame_end - start) if frame_end else bytearray(pending + _READ_SIZE)
             fresh[:pending] = memoryview(buffer)[start:end]
             self._buffer, self._start, self._end = fresh, 0, pending
             return memoryview(fresh)[pending:]
@@ -218,6 +209,75 @@ class ServerConnection:
                 room[:count] = data[:count]
             self.received(count)
             data = data[count:]
+
+    def _next_frame(self) -> memoryview | _Sentinel:
+        """The next whole frame (the bytes after its size), or NEED_DATA. A frame at least
+        ``_DETACH_SIZE`` long keeps the buffer it was read into; a smaller one is copied out."""
+        buffer = self._buffer
+        start = self._start
+        available = self._end - start
+        if available < 4:
+            return self._need_data(available)
+        (size,) = _SIZE.unpack_from(buffer, start)
+        self._check_size(size, bytes(buffer[start : start + 4]))
+        end = start + 4 + size
+        if self._end < end:
+            return self._need_data(available, size)
+        if size >= _DETACH_SIZE:
+            # Hand the receive buffer itself to this frame; keep only what follows it.
+            frame = memoryview(buffer)[start + 4 : end]
+            rest = self._end - end
+            self._buffer = bytearray(rest + _READ_SIZE)
+            if rest:
+                self._buffer[:rest] = buffer[end : self._end]
+            self._start, self._end = 0, rest
+        else:
+            frame = memoryview(buffer[start + 4 : end])
+            self._start = end
+        return frame
+
+    def _need_data(self, available: int, size: int | None = None) -> _Sentinel:
+        if self._peer_closed and available:
+            expected = "the 4-byte frame size" if size is None else f"{self._frame_noun} of {size} bytes"
+            raise self._truncated(
+                f"peer closed the connection in the middle of {expected} ({available} bytes received)"
+            )
+        return NEED_DATA
+
+    def _check_size(self, size: int, prefix: bytes) -> None:
+        """Raise if ``size`` (with the frame's first four bytes) cannot be a frame from this peer."""
+        raise NotImplementedError
+
+    def _large_frame_buffer(self, size: int) -> bytearray | mmap.mmap:
+        """A buffer of ``size`` bytes for one large frame."""
+        raise NotImplementedError
+
+    def _truncated(self, message: str) -> ProtocolError:
+        return ProtocolError(message)
+
+
+class ServerConnection(FrameReceiver):
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        supported: Mapping[int, tuple[int, int]] | None = None,
+        decode_in_place_limit: int | None = None,
+    ) -> None:
+        """``supported`` maps api keys to the (min, max) versions served; by default everything the
+        codec knows. Versions beyond the codec's range are never supported. Frames larger than
+        ``decode_in_place_limit`` come out as ``UndecodedRequest``; by default every frame is decoded."""
+        self.max_frame_size = max_frame_size
+        self.decode_in_place_limit = decode_in_place_limit
+        self._versions: dict[int, tuple[int, int]] = {}
+        for api_key, request in REQUESTS.items():
+            if supported is None:
+                self._versions[api_key] = (request.MIN_VERSION, request.MAX_VERSION)
+            elif api_key in supported:
+                low, high = supported[api_key]
+                self._versions[api_key] = (max(low, request.MIN_VERSION), min(high, request.MAX_VERSION))
+        super().__init__()
+        self._error: ProtocolError | None = None
 
     def next_request(self) -> Request | UndecodedRequest | UnsupportedVersion | _Sentinel:
         """The next complete request, ``UndecodedRequest``, ``UnsupportedVersion``, or ``NEED_DATA``.
@@ -259,37 +319,15 @@ class ServerConnection:
         return chunks
 
     def _next_request(self) -> Request | UndecodedRequest | UnsupportedVersion | _Sentinel:
-        buffer = self._buffer
-        start = self._start
-        available = self._end - start
-        if available < 4:
-            return self._need_data(available)
-        (size,) = _SIZE.unpack_from(buffer, start)
-        if size < _MIN_HEADER_SIZE or size > self.max_frame_size:
-            raise ProtocolError(self._bad_size(size, bytes(buffer[start : start + 4])))
-        end = start + 4 + size
-        if self._end < end:
-            return self._need_data(available, size)
-        if size >= _DETACH_SIZE:
-            # Hand the receive buffer itself to this request; keep only what follows the frame.
-            frame = memoryview(buffer)[start + 4 : end]
-            rest = self._end - end
-            self._buffer = bytearray(rest + _READ_SIZE)
-            if rest:
-                self._buffer[:rest] = buffer[end : self._end]
-            self._start, self._end = 0, rest
-        else:
-            frame = memoryview(buffer[start + 4 : end])
-            self._start = end
-        return self._parse(frame)
+        frame = self._next_frame()
+        return frame if frame is NEED_DATA else self._parse(frame)
 
-    def _need_data(self, available: int, size: int | None = None) -> _Sentinel:
-        if self._peer_closed and available:
-            expected = "the 4-byte frame size" if size is None else f"a frame of {size} bytes"
-            raise ProtocolError(
-                f"peer closed the connection in the middle of {expected} ({available} bytes received)"
-            )
-        return NEED_DATA
+    def _check_size(self, size: int, prefix: bytes) -> None:
+        if size < _MIN_HEADER_SIZE or size > self.max_frame_size:
+            raise ProtocolError(self._bad_size(size, prefix))
+
+    def _large_frame_buffer(self, size: int) -> mmap.mmap:
+        return _frame_buffer(size)
 
     def _bad_size(self, size: int, prefix: bytes) -> str:
         for start, protocol in _FOREIGN_PROTOCOLS:
