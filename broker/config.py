@@ -242,6 +242,14 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
     group_consumer_migration_policy: str = _default("group.consumer.migration.policy")
+    group_max_size: int = _default("group.max.size")
+    group_consumer_session_timeout_ms: int = _default("group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = _default("group.consumer.heartbeat.interval.ms")
+    group_consumer_max_size: int = _default("group.consumer.max.size")
+    offsets_retention_check_interval_ms: int = _default("offsets.retention.check.interval.ms")
+    offsets_commit_timeout_ms: int = _default("offsets.commit.timeout.ms")
+    offset_metadata_max_bytes: int = _default("offset.metadata.max.bytes")
+    max_request_partition_size_limit: int = _default("max.request.partition.size.limit")
     offsets_topic_num_partitions: int = _default("offsets.topic.num.partitions")
     offsets_retention_minutes: int = _default("offsets.retention.minutes")
     offsets_topic_segment_bytes: int = _default("offsets.topic.segment.bytes")
@@ -282,7 +290,7 @@ class BrokerConfig:
     shutdown_timeout_s: float = 10.0
     # Every property as given, for DescribeConfigs, for the topic-level defaults
     # (storage.config.LogConfig.from_broker_properties reads the log.* names) and for the settings other
-    # parts of the broker read themselves (the group coordinator's, the log cleaner's).
+    # parts of the broker read themselves (the consumer groups' assignors, the log cleaner's).
     properties: dict[str, str] = field(default_factory=dict)
 
     @property

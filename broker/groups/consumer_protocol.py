@@ -137,9 +137,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SESSION_TIMEOUT_MS = 45_000
-DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
-DEFAULT_MAX_SIZE = 2**31 - 1
 #: The heartbeat interval while a group settles (see the module docstring).
 SETTLING_HEARTBEAT_INTERVAL_MS = 100
 #: How many compiled subscription regexes are kept.
@@ -209,13 +206,11 @@ class ConsumerGroupProtocol:
     def __init__(self, coordinator: GroupHost) -> None:
         self.coordinator = coordinator
         self.timers = coordinator.timers
-        properties = coordinator.config.properties
-        self.session_timeout_ms = int(properties.get("group.consumer.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
-        self.heartbeat_interval_ms = int(
-            properties.get("group.consumer.heartbeat.interval.ms", DEFAULT_HEARTBEAT_INTERVAL_MS)
-        )
-        self.max_size = int(properties.get("group.consumer.max.size", DEFAULT_MAX_SIZE))
-        configured = properties.get("group.consumer.assignors", "")
+        config = coordinator.config
+        self.session_timeout_ms = config.group_consumer_session_timeout_ms
+        self.heartbeat_interval_ms = config.group_consumer_heartbeat_interval_ms
+        self.max_size = config.group_consumer_max_size
+        configured = config.properties.get("group.consumer.assignors", "")
         names = [_assignor_name(n) for n in configured.split(",") if n.strip()] or [DEFAULT_ASSIGNOR, "range"]
         unknown = [n for n in names if n not in ASSIGNORS]
         if unknown:

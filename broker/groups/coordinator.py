@@ -56,7 +56,7 @@ from trafka.broker.groups.classic import ClassicGroup, ClassicGroupMember, Group
 from trafka.broker.groups.classic_protocol import ClassicGroupProtocol
 from trafka.broker.groups.consumer import ConsumerGroup
 from trafka.broker.groups.consumer_protocol import ConsumerGroupProtocol
-from trafka.broker.groups.offsets import NO_OFFSET, OFFSET_METADATA_MAX_SIZE, OffsetAndMetadata, OffsetStore
+from trafka.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata, OffsetStore
 from trafka.broker.groups.records import (
     MAX_STRING_BYTES,
     GroupMetadataKey,
@@ -94,10 +94,6 @@ OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
 }
-DEFAULT_GROUP_MAX_SIZE = 2**31 - 1
-DEFAULT_RETENTION_CHECK_INTERVAL_MS = 600_000
-#: Kafka's offsets.commit.timeout.ms: how long a write waits to be replicated before it is answered.
-DEFAULT_COMMIT_TIMEOUT_MS = 5_000
 
 
 Group = ClassicGroup | ConsumerGroup
@@ -148,7 +144,7 @@ def offsets_topic(config: BrokerConfig) -> InternalTopic:
         key_name="group",
         users="groups",
         load_buffer_bytes=config.offsets_load_buffer_size,
-        write_timeout_s=int(config.properties.get("offsets.commit.timeout.ms", DEFAULT_COMMIT_TIMEOUT_MS)) / 1000,
+        write_timeout_s=config.offsets_commit_timeout_ms / 1000,
     )
 
 
@@ -165,13 +161,10 @@ class GroupCoordinator:
         self.config = config
         self.topics = topics
         self._single_node = single_node
-        properties = config.properties
         self.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms
-        self.group_max_size = int(properties.get("group.max.size", DEFAULT_GROUP_MAX_SIZE))
-        self.offset_metadata_max_bytes = int(properties.get("offset.metadata.max.bytes", OFFSET_METADATA_MAX_SIZE))
-        self.retention_check_interval_ms = int(
-            properties.get("offsets.retention.check.interval.ms", DEFAULT_RETENTION_CHECK_INTERVAL_MS)
-        )
+        self.group_max_size = config.group_max_size
+        self.offset_metadata_max_bytes = config.offset_metadata_max_bytes
+        self.retention_check_interval_ms = config.offsets_retention_check_interval_ms
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.timers = Timers()

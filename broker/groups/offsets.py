@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 
 from trafka.broker.groups.records import OffsetCommitKey, OffsetCommitValue
 
-# Kafka's offset.metadata.max.bytes.
-OFFSET_METADATA_MAX_SIZE = 4096
 NO_OFFSET = -1
 
 

@@ -31,7 +31,6 @@ PartitionResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsRespons
 Cursor = DescribeTopicPartitionsResponse.Cursor
 
 ZERO_UUID = uuid.UUID(int=0)
-DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 
 TOPIC_OPERATIONS = operations_bitfield(frozenset({
     AclOperation.READ,
@@ -106,11 +105,7 @@ def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> D
 
 
 def _partition_size_limit(ctx: RequestContext) -> int:
-    value = ctx.broker.config.properties.get("max.request.partition.size.limit")
-    try:
-        return int(value) if value else DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT
-    except ValueError:
-        return DEFAULT_MAX_REQUEST_PARTITION_SIZE_LIMIT
+    return ctx.broker.config.max_request_partition_size_limit
 
 
 def _topic_result(topic: Topic, start: int, end: int, live: Collection[int]) -> TopicResult:
