@@ -51,7 +51,10 @@ DECODE_IN_PLACE_LIMIT = 1024 * 1024
 _DATA_PATH = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
-class ClientConnection:
+class ServedConnection:
+    """One client's connection as the broker serves it: requests read, dispatched to their handlers,
+    and answered in order (the client's side of the protocol is :mod:`trafka.wire.client`)."""
+
     def __init__(
         self,
         stream: trio.SocketStream,

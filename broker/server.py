@@ -16,7 +16,7 @@ import trio
 
 from trafka.broker.broker import Broker
 from trafka.broker.config import BrokerConfig
-from trafka.broker.connection import ClientConnection
+from trafka.broker.connection import ServedConnection
 from trafka.broker.descriptors import current_budget, map_count_warning
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class Server:
         self.broker: Broker | None = None
         self.stopped = trio.Event()
         self._shutdown_requested = trio.Event()
-        self._connections: set[ClientConnection] = set()
+        self._connections: set[ServedConnection] = set()
         self._connection_ids = itertools.count(1)
         self._all_closed = trio.Event()
         self._all_closed.set()
@@ -112,10 +112,10 @@ class Server:
                 log.error("accept failed on %s: %s", listener.socket.getsockname(), exc)
                 await trio.sleep(0.1)
                 continue
-            connection = ClientConnection(stream, self.broker, next(self._connection_ids), self._large_requests)
+            connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests)
             connections.start_soon(self._run_connection, connection)
 
-    async def _run_connection(self, connection: ClientConnection) -> None:
+    async def _run_connection(self, connection: ServedConnection) -> None:
         self._connections.add(connection)
         if self._all_closed.is_set():
             self._all_closed = trio.Event()
