@@ -29,9 +29,9 @@ from trafka.broker.tests.conftest import KafkaClient, RunningBroker
 from trafka.broker.tests.test_produce_fetch import create_topic, produce
 from trafka.storage.config import LogConfig
 from trafka.storage.log import Log
+from trafka.wire.connection import NEED_DATA, ServerConnection
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
-    REQUESTS,
     ApiVersionsResponse,
     DeleteRecordsRequest,
     FetchRequest,
@@ -39,8 +39,8 @@ from trafka.wire.messages import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
-from trafka.wire.primitives import Message, Writer
-from trafka.wire.protocol import ApiKey, decode_request_header, encode_response_header, response_header_version
+from trafka.wire.primitives import Message
+from trafka.wire.protocol import ApiKey
 from trafka.wire.records import Compression, SimpleRecord, build_batch
 
 PartitionData = FetchResponse.PartitionData
@@ -421,26 +421,18 @@ class ScriptedLeader:
     async def _handle(self, stream: trio.SocketStream) -> None:
         self.connections += 1
         self._streams.append(stream)
-        buffer = bytearray()
+        connection = ServerConnection()
         try:
             while True:
-                while len(buffer) < 4 or len(buffer) < 4 + struct.unpack_from(">i", buffer)[0]:
+                request = connection.next_request()
+                if request is NEED_DATA:
                     chunk = await stream.receive_some(65536)
                     if not chunk:
                         return
-                    buffer += chunk
-                size = struct.unpack_from(">i", buffer)[0]
-                frame = memoryview(bytes(buffer[4:4 + size]))
-                del buffer[:4 + size]
-                header, position = decode_request_header(frame)
-                request = REQUESTS[header.api_key].decode(frame[position:], header.api_version, exact=False)
-                response = await self._answer(header.api_key, request)
-                writer = Writer()
-                encode_response_header(writer, header.correlation_id,
-                                       response_header_version(header.api_key, header.api_version))
-                response.encode_into(writer, header.api_version)
-                body = writer.to_bytes()
-                await stream.send_all(struct.pack(">i", len(body)) + body)
+                    connection.receive_data(chunk)
+                    continue
+                response = await self._answer(request.header.api_key, request.body)
+                await stream.send_all(b"".join(bytes(c) for c in connection.send_response(request.header, response)))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
 
