@@ -310,7 +310,7 @@ class Partition:
         if moved is not None:
             moved.set()
 
-    async def wait_for_high_watermark(self, offset: int) -> None:
+    async def _wait_for_high_watermark(self, offset: int) -> None:
         """Until the high watermark reaches ``offset``, or this broker stops leading (the caller
         checks which)."""
         while self.is_leader and self.log.high_watermark < offset:
@@ -327,7 +327,7 @@ class Partition:
         The one way acks=all Produce, transaction markers and the coordinators wait for replication."""
         if self.log.high_watermark < end_offset:
             with trio.move_on_at(deadline):
-                await self.wait_for_high_watermark(end_offset)
+                await self._wait_for_high_watermark(end_offset)
         if not self.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < end_offset:
