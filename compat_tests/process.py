@@ -3,9 +3,10 @@ crash, whether it runs, and its log."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
+
+from trafka.broker.tools.processes import terminate
 
 STOP_TIMEOUT = 30.0
 
@@ -19,14 +20,7 @@ class ChildProcess:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Clean shutdown: SIGTERM, then wait for the process to exit (SIGKILL after `timeout` seconds)."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(self._process, timeout)
 
     def kill(self) -> None:
         """Crash: SIGKILL, no chance to flush or close anything."""

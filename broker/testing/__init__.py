@@ -23,7 +23,6 @@ import os
 import re
 import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from types import TracebackType
 
 from trafka.broker.tools.admin_client import AdminClient, ClientError
 from trafka.broker.tools.control_client import ControlClient, ControlError
+from trafka.broker.tools.processes import terminate
 from trafka.wire.errors import ErrorCode
 from trafka.broker.tools.zookeeper_server import LocalZooKeeper, ZooKeeperError
 from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
@@ -92,15 +92,8 @@ class TrafkaBroker:
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM): requests in flight are answered, logs flushed."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise BrokerError(f"the broker did not stop within {STOP_TIMEOUT_S} s of SIGTERM") from None
+        if not terminate(self._process, STOP_TIMEOUT_S):
+            raise BrokerError(f"the broker did not stop within {STOP_TIMEOUT_S} s of SIGTERM")
 
     def kill(self) -> None:
         """A crash (SIGKILL): no flush, no checkpoint; the next start recovers the data directory."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from trafka.broker.tools.processes import terminate
 
 HOST = "127.0.0.1"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -253,14 +254,7 @@ class LocalZooKeeper:
         return self
 
     def stop(self) -> None:
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(self._process, STOP_TIMEOUT_S)
 
     def __enter__(self) -> LocalZooKeeper:
         return self.start()
