@@ -8,8 +8,9 @@ which its state follows the partitions.
 ``abs(java hashCode(key)) % partitions`` of the topic (:func:`partition_for`), as in Kafka, so that all
 of a key's records are ordered in one partition.
 
-**Coordination follows leadership** (Kafka's onElection / onResignation). :meth:`CoordinatorRuntime.on_partition_leadership`
-is told when this broker becomes, or stops being, a partition's leader:
+**Coordination follows leadership** (Kafka's onElection / onResignation).
+:meth:`CoordinatorRuntime.on_partition_leadership` is told when this broker becomes, or stops being, a
+partition's leader:
 
 - on election the partition is loaded in the runtime's task, one partition at a time, the log read
   ``load.buffer.size`` bytes at a time with a yield between reads (:func:`read_for_load`); every batch

@@ -86,7 +86,8 @@ class ClassicGroupProtocol:
         coordinator = self.coordinator
         config = coordinator.config
         group_id, member_id, group_instance_id = request.group_id, request.member_id, request.group_instance_id
-        protocol_type, protocols, session_timeout_ms = request.protocol_type, request.protocols, request.session_timeout_ms
+        protocol_type, protocols = request.protocol_type, request.protocols
+        session_timeout_ms = request.session_timeout_ms
         client_id, api_version = request.client_id, request.api_version
         if not group_id:
             return Reply.of(JoinResult(_unless_stopping(coordinator, ErrorCode.INVALID_GROUP_ID), member_id))

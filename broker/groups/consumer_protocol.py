@@ -79,7 +79,6 @@ from trafka.broker.groups.classic import (
     ClassicGroup,
     JoinRequest,
     JoinResult,
-    Protocols,
     SyncResult,
 )
 from trafka.broker.groups.classic_protocol import MEMBER_ID_REQUIRED_MIN_VERSION

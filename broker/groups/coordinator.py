@@ -73,7 +73,6 @@ from trafka.broker.groups.records import (
 )
 from trafka.broker.groups.state import ClassicGroupState
 from trafka.broker.groups.timers import Timers
-from trafka.broker.partition import Partition
 from trafka.broker.topics import OFFSETS_TOPIC, TopicCreator
 from trafka.storage.log import AppendInfo, AppendOrigin
 from trafka.wire.compression import Compression

@@ -56,6 +56,9 @@ VALID_ACKS = (-1, 0, 1)
 #: The smallest record Kafka has ever had (magic 0): a batch length below it is corrupt.
 MIN_RECORD_SIZE = 14
 _BATCH_LENGTH = struct.Struct(">i")
+#: Transaction verification's outcome per partition data, by its (topic, partition) place in the request:
+#: the batch with its guard, or the response refusing it.
+Verified = dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse]
 
 
 @handles(ApiKey.PRODUCE, 3, 13, advertised_min_version=0)
@@ -67,7 +70,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     replicating: list[tuple[Partition, int, PartitionResponse, int]] = []
     # Transaction verification: per partition data (by its place in the request), its batch and guard,
     # or its refusal.
-    verified: dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] | None = None
+    verified: Verified | None = None
     if request.transactional_id is not None and ctx.broker.config.transaction_partition_verification_enable:
         verified = await _verify_transaction(ctx, request)
     for place, topic_data in enumerate(request.topic_data):
@@ -149,13 +152,13 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
 
 async def _verify_transaction(
     ctx: RequestContext, request: ProduceRequest,
-) -> dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse]:
+) -> Verified:
     """Verify with the transactional id's coordinator the partitions whose transactional batch would
-    start a transaction; by the place of their partition data in the request: the batch and its guard when the
-    coordinator confirmed it, the response refusing it otherwise. Partitions that need no verification,
-    or fail the usual checks (left to the append loop), are not in it."""
+    start a transaction, by the place of their partition data in the request: the batch and its guard
+    when the coordinator confirmed it, the response refusing it otherwise. Partitions that need no
+    verification, or fail the usual checks (left to the append loop), are not in it."""
     topics = ctx.broker.topics
-    by_data: dict[tuple[int, int], tuple[bytearray | memoryview, VerificationGuard | None] | PartitionResponse] = {}
+    by_data: Verified = {}
     wanted: dict[tuple[str, int], tuple[tuple[int, int], bytearray | memoryview, Partition, VerificationGuard]] = {}
     producers: set[tuple[int, int]] = set()
     pending: list[tuple[tuple[int, int], int, bytearray | memoryview, Partition]] = []
