@@ -78,6 +78,8 @@ SERVED_APIS = (
     "ElectLeaders",
     "AlterPartitionReassignments",
     "ListPartitionReassignments",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",
 )
 
 # Schemas without an api key, encoded inside other messages (JoinGroup/SyncGroup member metadata

@@ -86,6 +86,14 @@ from trafka.wire.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from trafka.wire.messages.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
+from trafka.wire.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 from trafka.wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
 from trafka.wire.primitives import Message
 
@@ -127,6 +135,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -174,6 +184,8 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
     ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersRequest,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
@@ -220,6 +232,8 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
     ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
@@ -242,6 +256,8 @@ __all__ = [
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerGroupDescribeRequest",
@@ -274,6 +290,8 @@ __all__ = [
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "EndTxnRequest",
