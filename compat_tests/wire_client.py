@@ -50,7 +50,6 @@ class WireClient:
     def __init__(self, bootstrap: str, *, client_id: str = "compat-wire", timeout: float = 30.0) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.client_id = client_id
         self.protocol = ClientConnection(client_id=client_id)
 
     def request(self, message: Message, version: int) -> Message:

@@ -32,8 +32,16 @@ class KafkaClient:
 
     def __init__(self, stream: trio.SocketStream, client_id: str = "trafka-tests") -> None:
         self.stream = stream
-        self.client_id = client_id
         self.protocol = ClientConnection(client_id=client_id)
+
+    @property
+    def client_id(self) -> str | None:
+        """The client id of the requests sent from now on."""
+        return self.protocol.client_id
+
+    @client_id.setter
+    def client_id(self, value: str | None) -> None:
+        self.protocol.client_id = value
 
     async def request(self, message: Message, version: int) -> Message:
         await self.send(message, version, expect_response=True)
