@@ -165,8 +165,7 @@ def test_fetch_keeps_to_fetch_max_bytes(brokers):
     )
 
     def ask(client: WireClient):
-        created = client.request(CreateTopicsRequest(topics=[topic(name, 2)], timeout_ms=10_000), 7)
-        assert created.topics[0].error_code == 0, created
+        create(client, name, 2, existing_ok=False)
         for partition in (0, 1):
             for _ in range(4):
                 batch = build_batch([SimpleRecord(None, bytes(900))])
