@@ -93,19 +93,22 @@ class Broker:
 
     def _join_cluster(self, config: BrokerConfig) -> TopicManager:
         """The parts of a broker in a cluster coordinated through ZooKeeper (imported only then)."""
-        from trafka.broker.cluster import BrokerRegistration
+        from trafka.broker.cluster import BrokerRegistration, Endpoint
         from trafka.broker.cluster.topics import ClusterTopicManager
         from trafka.broker.cluster.zookeeper import ZooKeeperCluster
         from trafka.broker.replication.manager import ReplicaManager
 
-        host, port = config.advertised_address
+        host, port = config.inter_broker_listener.advertised_address
+        endpoints = tuple(Endpoint(listener.name, listener.security_protocol, *listener.advertised_address)
+                          for listener in config.listeners)
         self.cluster = ZooKeeperCluster(
             config.zookeeper_connect,
-            BrokerRegistration(config.node_id, host, port, config.broker_rack),
+            BrokerRegistration(config.node_id, host, port, config.broker_rack, endpoints),
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             unclean_leader_election_enable=self.default_log_config.unclean_leader_election_enable,
             delete_topic_enable=config.delete_topic_enable,
+            inter_broker_listener=config.inter_broker_listener_name,
         )
         from trafka.broker.txn.channel import PeerChannel
 

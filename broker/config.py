@@ -63,9 +63,12 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-#: The security protocols Kafka's listeners may use; trafka serves PLAINTEXT.
+#: The security protocols of Kafka's listeners.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
+#: Those this broker serves.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,37 @@ class Listener:
     port: int
 
 
+@dataclass(frozen=True)
+class ListenerConfig:
+    """A listener this broker serves: its name, its security protocol, the address it binds and the one
+    it advertises (Metadata answers a client with the addresses of the listener it came in on)."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        host = self.advertised_host or self.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, self.advertised_port if self.advertised_port is not None else self.port
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in _TLS_PROTOCOLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in _SASL_PROTOCOLS
+
+
+DEFAULT_LISTENER = ListenerConfig("PLAINTEXT", "PLAINTEXT", DEFAULT_HOST, DEFAULT_PORT)
+
+
 def parse_listeners(value: str, prop: str) -> list[Listener]:
     """Every listener of ``NAME://host:port[,NAME://host:port...]`` (a bare ``host:port`` is PLAINTEXT)."""
     listeners = []
@@ -86,7 +120,7 @@ def parse_listeners(value: str, prop: str) -> list[Listener]:
             continue
         name, sep, address = entry.rpartition("://")
         if not sep:
-            name, address = SERVED_SECURITY_PROTOCOL, entry
+            name, address = "PLAINTEXT", entry
         host, colon, port = address.rpartition(":")
         if not colon:
             raise ConfigError(f"{prop}={value!r}: expected NAME://host:port")
@@ -99,6 +133,10 @@ def parse_listeners(value: str, prop: str) -> list[Listener]:
         listeners.append(Listener(name.strip().upper(), host.strip("[]"), number))
     if not listeners:
         raise ConfigError(f"{prop}={value!r}: expected NAME://host:port")
+    names = [listener.name for listener in listeners]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{prop}={value!r}: each listener needs a name of its own ({', '.join(repeated)} repeats)")
     return listeners
 
 
@@ -119,22 +157,27 @@ def _security_protocol_map(props: Mapping[str, str]) -> dict[str, str]:
     return mapping
 
 
-def served_listener(props: Mapping[str, str]) -> Listener | None:
-    """The one listener this broker serves, from ``listeners``; None when it is not set.
+def served_listeners(props: Mapping[str, str]) -> tuple[ListenerConfig, ...]:
+    """The listeners this broker serves, from ``listeners`` (one PLAINTEXT listener on the default address
+    when it is not set), each with its security protocol (``listener.security.protocol.map``) and the
+    address ``advertised.listeners`` gives it by name.
 
-    A listener whose security protocol is not PLAINTEXT (SSL, SASL) stops the start: serving it as
-    plain text would be a silent downgrade. Controller listeners (``controller.listener.names``) of
-    a KRaft configuration are left out with a warning: this broker is its own controller. More than
-    one client listener is refused too: none is dropped without a word.
+    Controller listeners (``controller.listener.names``) of a KRaft configuration are left out with a
+    warning: this broker is its own controller. A listener without a security protocol, or with one this
+    broker does not serve, stops the start: serving it otherwise would be a silent downgrade.
     """
     value = props.get("listeners")
     if not value:
-        return None
-    listeners = parse_listeners(value, "listeners")
+        listeners = [Listener(DEFAULT_LISTENER.name, DEFAULT_LISTENER.host, DEFAULT_LISTENER.port)]
+    else:
+        listeners = parse_listeners(value, "listeners")
     protocols = _security_protocol_map(props)
     controller_names = {
         name.strip().upper() for name in props.get("controller.listener.names", "").split(",") if name.strip()
     }
+    advertised = {}
+    if props.get("advertised.listeners"):
+        advertised = {a.name: a for a in parse_listeners(props["advertised.listeners"], "advertised.listeners")}
     served = []
     for listener in listeners:
         if listener.name in controller_names:
@@ -144,23 +187,51 @@ def served_listener(props: Mapping[str, str]) -> Listener | None:
         protocol = protocols.get(listener.name)
         if protocol is None:
             raise ConfigError(
-                f"listeners={value!r}: listener {listener.name} has no security protocol; name it "
-                f"PLAINTEXT or map it in listener.security.protocol.map (e.g. {listener.name}:PLAINTEXT)"
+                f"listeners={value!r}: listener {listener.name} has no security protocol; name it after one "
+                f"({', '.join(SECURITY_PROTOCOLS)}) or map it in listener.security.protocol.map "
+                f"(e.g. {listener.name}:PLAINTEXT)"
             )
-        if protocol != SERVED_SECURITY_PROTOCOL:
+        if protocol not in SERVED_SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"listeners={value!r}: listener {listener.name} uses security protocol {protocol}, which trafka "
-                f"does not serve; only PLAINTEXT listeners are supported"
+                f"does not serve; served: {', '.join(SERVED_SECURITY_PROTOCOLS)}"
             )
-        served.append(listener)
+        address = advertised.get(listener.name)
+        if address is None and advertised and len(listeners) == 1:
+            address = next(iter(advertised.values()))  # one listener: the first advertised address, whatever its name
+        served.append(ListenerConfig(listener.name, protocol, listener.host, listener.port,
+                                     address.host if address else None, address.port if address else None))
     if not served:
-        raise ConfigError(f"listeners={value!r}: no PLAINTEXT listener for clients")
-    if len(served) > 1:
-        raise ConfigError(
-            f"listeners={value!r}: trafka serves one listener, and this names {len(served)} "
-            f"({', '.join(listener.name for listener in served)}); keep one"
-        )
-    return served[0]
+        raise ConfigError(f"listeners={value!r}: no listener for clients")
+    return tuple(served)
+
+
+def inter_broker_listener(props: Mapping[str, str], listeners: tuple[ListenerConfig, ...], *,
+                          clustered: bool) -> str:
+    """The name of the listener other brokers reach this one on: ``inter.broker.listener.name``, or the
+    listener whose security protocol is ``security.inter.broker.protocol`` (PLAINTEXT unless told), as in
+    Kafka. A single node, which has no other broker to talk to, takes its first listener when none fits."""
+    names = [listener.name for listener in listeners]
+    named = props.get("inter.broker.listener.name", "").strip().upper()
+    protocol = props.get("security.inter.broker.protocol", "").strip().upper()
+    if named and protocol:
+        raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol are both set: set one")
+    if named:
+        if named not in names:
+            raise ConfigError(f"inter.broker.listener.name={named}: not one of the listeners ({', '.join(names)})")
+        return named
+    protocol = protocol or "PLAINTEXT"
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(f"security.inter.broker.protocol={protocol}: expected one of {', '.join(SECURITY_PROTOCOLS)}")
+    for listener in listeners:
+        if listener.security_protocol == protocol and listener.name == protocol:
+            return listener.name
+    if not clustered:
+        return listeners[0].name
+    raise ConfigError(
+        f"security.inter.broker.protocol={protocol}: no listener named {protocol}; name the listener other brokers "
+        f"use with inter.broker.listener.name (one of {', '.join(names)})"
+    )
 
 
 def _int(props: Mapping[str, str], name: str, default: int) -> int:
@@ -223,10 +294,11 @@ class BrokerConfig:
     """
 
     node_id: int = 1  # when neither node.id nor broker.id is set
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    advertised_host: str | None = None
-    advertised_port: int | None = None
+    #: The listeners served, the first one the address tools print; see also the ``host``, ``port`` and
+    #: ``advertised_*`` properties, which read and set the first one.
+    listeners: tuple[ListenerConfig, ...] = (DEFAULT_LISTENER,)
+    #: The listener other brokers of the cluster reach this one on.
+    inter_broker_listener_name: str = DEFAULT_LISTENER.name
     data_dir: Path = field(default_factory=lambda: Path(DEFAULT_DATA_DIR))
     cluster_id: str | None = _default("cluster.id")
     num_partitions: int = _default("num.partitions")
@@ -295,17 +367,35 @@ class BrokerConfig:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        host = self.advertised_host or self.host
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return host, self.advertised_port if self.advertised_port is not None else self.port
+        """Where clients of the first listener are told to connect."""
+        return self.listeners[0].advertised_address
 
-    def serving_on(self, port: int, *, control_port: int | None = None) -> BrokerConfig:
-        """A copy of this config with the ports the server bound (``port`` 0 asks the system for one): the
-        broker advertises the port it serves on. This config is left as it is."""
+    @property
+    def inter_broker_listener(self) -> ListenerConfig:
+        return self.listener(self.inter_broker_listener_name)
+
+    def listener(self, name: str) -> ListenerConfig:
+        return next(listener for listener in self.listeners if listener.name == name)
+
+    def _first_listener(self, **changes: Any) -> None:
+        self.listeners = (dataclasses.replace(self.listeners[0], **changes), *self.listeners[1:])
+
+    # The first listener's address, as the command line's --host, --port, --advertised-* set it.
+    host = property(lambda self: self.listeners[0].host, lambda self, value: self._first_listener(host=value))
+    port = property(lambda self: self.listeners[0].port, lambda self, value: self._first_listener(port=value))
+    advertised_host = property(lambda self: self.listeners[0].advertised_host,
+                               lambda self, value: self._first_listener(advertised_host=value))
+    advertised_port = property(lambda self: self.listeners[0].advertised_port,
+                               lambda self, value: self._first_listener(advertised_port=value))
+
+    def serving_on(self, ports: Mapping[str, int], *, control_port: int | None = None) -> BrokerConfig:
+        """A copy of this config with the ports the server bound, by listener name (a port 0 asks the
+        system for one): the broker advertises the ports it serves on. This config is left as it is."""
         if control_port is None:
             control_port = self.control_port
-        return dataclasses.replace(self, port=port, control_port=control_port)
+        listeners = tuple(dataclasses.replace(listener, port=ports.get(listener.name, listener.port))
+                          for listener in self.listeners)
+        return dataclasses.replace(self, listeners=listeners, control_port=control_port)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -313,14 +403,7 @@ class BrokerConfig:
         config = cls(properties=props)
         if "node.id" in props or "broker.id" in props:
             config.node_id = _int(props, "node.id", _int(props, "broker.id", 1))
-        listener = served_listener(props)
-        if listener is not None:
-            config.host, config.port = listener.host, listener.port
-        if props.get("advertised.listeners"):
-            advertised = parse_listeners(props["advertised.listeners"], "advertised.listeners")
-            # The advertised address of the served listener, by name; else the first one.
-            chosen = next((a for a in advertised if listener is not None and a.name == listener.name), advertised[0])
-            config.advertised_host, config.advertised_port = chosen.host, chosen.port
+        config.listeners = served_listeners(props)
         log_dirs = props.get("log.dirs") or props.get("log.dir")
         if log_dirs:
             dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
@@ -333,6 +416,7 @@ class BrokerConfig:
             default = definition.cluster_default if clustered and definition.cluster_default is not None else (
                 definition.default)
             setattr(config, definition.field, read_setting(props, definition, default))
+        config.inter_broker_listener_name = inter_broker_listener(props, config.listeners, clustered=clustered)
         if config.zookeeper_connect is not None and not ("broker.id" in props or "node.id" in props):
             raise ConfigError("zookeeper.connect is set: each broker of a cluster needs its own broker.id")
         _check_roles(props)

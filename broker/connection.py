@@ -38,6 +38,7 @@ from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
+    from trafka.broker.config import ListenerConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,14 @@ class ServedConnection:
         broker: Broker,
         connection_id: int,
         large_requests: trio.CapacityLimiter | None = None,
+        *,
+        listener: ListenerConfig | None = None,
     ) -> None:
         self.stream = stream
         self.broker = broker
         self.connection_id = connection_id
+        #: The listener the client came in on.
+        self.listener = listener if listener is not None else broker.config.listeners[0]
         try:
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -142,7 +147,8 @@ class ServedConnection:
         False when the connection must close."""
         header, request = event.header, event.body
         handler = REGISTRY.get(header.api_key)
-        ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id)
+        ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id,
+                             listener=self.listener.name)
         metrics = self.broker.metrics
         started = time.perf_counter() if metrics is not None else 0.0
         fault = self._fault(header, request) if self.broker.faults else None

@@ -15,7 +15,7 @@ import logging
 import trio
 
 from trafka.broker.broker import Broker
-from trafka.broker.config import BrokerConfig
+from trafka.broker.config import BrokerConfig, ListenerConfig
 from trafka.broker.connection import ServedConnection
 from trafka.broker.descriptors import current_budget, map_count_warning
 
@@ -42,13 +42,21 @@ class Server:
         """Serve until :meth:`request_shutdown`; ``task_status.started`` gets the bound addresses."""
         config = self.config
         try:
-            try:
-                listeners = await trio.open_tcp_listeners(config.port, host=config.host or None)
-            except OSError as exc:
-                raise OSError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}") from exc
-            addresses = [listener.socket.getsockname() for listener in listeners]
-            if config.port == 0:
-                config = self.config = config.serving_on(addresses[0][1])  # the config given stays as it was
+            listeners: list[tuple[ListenerConfig, trio.SocketListener]] = []
+            for served in config.listeners:
+                try:
+                    sockets = await trio.open_tcp_listeners(served.port, host=served.host or None)
+                except OSError as exc:
+                    for _, bound in listeners:
+                        await bound.aclose()
+                    raise OSError(f"cannot listen on {served.host}:{served.port} (listener {served.name}): "
+                                  f"{exc.strerror}") from exc
+                listeners += [(served, socket_listener) for socket_listener in sockets]
+            addresses = [socket_listener.socket.getsockname() for _, socket_listener in listeners]
+            bound_ports = {served.name: socket_listener.socket.getsockname()[1]
+                           for served, socket_listener in reversed(listeners)}
+            # The config given stays as it was; the broker's has the ports bound (port 0: the system's choice).
+            config = self.config = config.serving_on(bound_ports)
             self.broker = broker = Broker(config)
             if config.metrics_port is not None:
                 from trafka.broker.metrics import Metrics
@@ -60,7 +68,7 @@ class Server:
                 from trafka.broker.control import ControlServer
 
                 control = ControlServer(broker, config.control_port)
-                self.config = config.serving_on(config.port, control_port=control.port)
+                self.config = config.serving_on({}, control_port=control.port)
             try:
                 await broker.start()
                 partitions = sum(len(t.partitions) for t in broker.topics)
@@ -72,18 +80,17 @@ class Server:
                 async with trio.open_nursery() as connections:
                     await connections.start(broker.run_background)
                     async with trio.open_nursery() as accepting:
-                        for listener in listeners:
-                            accepting.start_soon(self._accept, listener, connections)
-                        log.info(
-                            "listening on %s, advertising %s:%d",
-                            ", ".join(f"{a[0]}:{a[1]}" for a in addresses),
-                            *config.advertised_address,
-                        )
+                        for served, socket_listener in listeners:
+                            accepting.start_soon(self._accept, served, socket_listener, connections)
+                        for served in config.listeners:
+                            log.info("listener %s (%s) on %s:%d, advertising %s:%d", served.name,
+                                     served.security_protocol, served.host or "*", served.port,
+                                     *served.advertised_address)
                         task_status.started(addresses)
                         await self._shutdown_requested.wait()
                         accepting.cancel_scope.cancel()
-                    for listener in listeners:
-                        await listener.aclose()
+                    for _, socket_listener in listeners:
+                        await socket_listener.aclose()
                     broker.begin_shutdown()
                     for connection in list(self._connections):
                         connection.drain()
@@ -103,7 +110,7 @@ class Server:
         finally:
             self.stopped.set()
 
-    async def _accept(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+    async def _accept(self, served: ListenerConfig, listener: trio.SocketListener, connections: trio.Nursery) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -112,7 +119,8 @@ class Server:
                 log.error("accept failed on %s: %s", listener.socket.getsockname(), exc)
                 await trio.sleep(0.1)
                 continue
-            connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests)
+            connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests,
+                                          listener=served)
             connections.start_soon(self._run_connection, connection)
 
     async def _run_connection(self, connection: ServedConnection) -> None:

@@ -308,10 +308,16 @@ class TopicManager:
                 "registered or some brokers have all their log directories cordoned.",
             )
 
-    def live_brokers(self) -> dict[int, tuple[str, int, str | None]]:
-        """The live brokers: id -> (host, port, rack). On a single node, this one."""
-        host, port = self.config.advertised_address
-        return {self.config.node_id: (host, port, None)}
+    def live_brokers(self, listener: str | None = None) -> dict[int, tuple[str, int, str | None]]:
+        """The live brokers: id -> (host, port, rack), the address of their listener named ``listener``
+        (by default the inter-broker one). On a single node, this one."""
+        config = self.config
+        name = listener if listener is not None else config.inter_broker_listener_name
+        served = next((served for served in config.listeners if served.name == name), None)
+        if served is None:
+            return {}
+        host, port = served.advertised_address
+        return {config.node_id: (host, port, None)}
 
     # -- leadership and placement (a cluster's controller acts; a single node has nothing to move) ---
 

@@ -18,7 +18,14 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from trafka.broker.cluster import RECOVERING, BrokerRegistration, ClusterChange, PartitionState, TopicAssignment
+from trafka.broker.cluster import (
+    RECOVERING,
+    BrokerRegistration,
+    ClusterChange,
+    Endpoint,
+    PartitionState,
+    TopicAssignment,
+)
 from trafka.broker.cluster.zookeeper import (
     ConcurrentChangeError,
     CoordinationError,
@@ -28,6 +35,11 @@ from trafka.broker.cluster.zookeeper import (
 )
 
 TIMEOUT = 20
+
+
+def _plaintext(port: int) -> Endpoint:
+    """A PLAINTEXT listener on 127.0.0.1:``port``, as a registration lists it."""
+    return Endpoint("PLAINTEXT", "PLAINTEXT", "127.0.0.1", port)
 
 
 def _cluster(zookeeper, node_id: int, chroot: str) -> ZooKeeperCluster:
@@ -65,7 +77,7 @@ async def test_brokers_register_and_elect_one_controller(zookeeper):
                                        and c.controller_epoch == 1)
 
             assert len({c.cluster_id for c in clusters}) == 1 and len(clusters[0].cluster_id) == 22
-            assert clusters[1].brokers[3] == BrokerRegistration(3, "127.0.0.1", 9003)
+            assert clusters[1].brokers[3] == BrokerRegistration(3, "127.0.0.1", 9003, None, (_plaintext(9003),))
             registered = json.loads(await trio.to_thread.run_sync(_read, zookeeper, chroot, "/brokers/ids/2"))
             assert (registered["endpoints"], registered["version"]) == (["PLAINTEXT://127.0.0.1:9002"], 5)
             controller = json.loads(await trio.to_thread.run_sync(_read, zookeeper, chroot, "/controller"))
@@ -151,7 +163,7 @@ async def test_the_layout_is_kafkas_own(zookeeper, tmp_path):
                 await nursery.start(cluster.run)
                 await cluster.wait_for(lambda c: set(c.brokers) == {1, 2})
 
-                assert cluster.brokers[1] == BrokerRegistration(1, "127.0.0.1", kafka.port)
+                assert cluster.brokers[1] == BrokerRegistration(1, "127.0.0.1", kafka.port, None, (_plaintext(kafka.port),))
                 assert cluster.controller_id == 1 and cluster.controller_epoch >= 1
                 cluster_id = json.loads(await trio.to_thread.run_sync(_read, zookeeper, chroot, "/cluster/id"))["id"]
                 assert cluster.cluster_id == cluster_id

@@ -397,6 +397,11 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             "Security protocol of each listener name (NAME:PROTOCOL,...).",
             note="a listener that is not PLAINTEXT stops the start; read at start-up only (Kafka changes it at run "
             "time)"),
+    _broker("inter.broker.listener.name", _T.STRING, None,
+            "Listener other brokers of the cluster reach this one on.",
+            default_doc="the listener security.inter.broker.protocol names"),
+    _broker("security.inter.broker.protocol", _T.STRING, "PLAINTEXT",
+            "Security protocol between brokers, where inter.broker.listener.name is not set."),
     _broker("controller.listener.names", _T.LIST, None,
             "Listener names of KRaft controllers: left out, this broker being its own controller."),
     _broker("advertised.listeners", _T.LIST, None, "Address clients are told to connect to."),

@@ -19,27 +19,49 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-SECURITY_PROTOCOL = "PLAINTEXT"
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener of a broker as it registers it: name, security protocol, advertised address."""
+
+    name: str
+    security_protocol: str
+    host: str
+    port: int
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A live broker as it registers itself: its id, where clients reach it, and its rack."""
+    """A live broker as it registers itself: its id, the address of each of its listeners, and its rack.
+
+    ``host`` and ``port`` are where the other brokers reach it: the endpoint of the inter-broker listener
+    (every broker of a cluster names the same one)."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """The advertised address of the broker's listener named ``listener``; None if it has none."""
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
     def to_json(self, timestamp_ms: int) -> bytes:
-        """The registration as Kafka writes ``/brokers/ids/<id>`` (version 5)."""
+        """The registration as Kafka writes ``/brokers/ids/<id>`` (version 5): every endpoint with the
+        security protocol of its listener; the legacy ``host`` and ``port`` fields hold the PLAINTEXT
+        listener's address (null and -1 without one), as Kafka's do."""
+        endpoints = self.endpoints or (Endpoint("PLAINTEXT", "PLAINTEXT", self.host, self.port),)
+        plaintext = next((e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
         document: dict[str, object] = {
             "features": {},
-            "listener_security_protocol_map": {SECURITY_PROTOCOL: SECURITY_PROTOCOL},
-            "endpoints": [f"{SECURITY_PROTOCOL}://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {e.name: e.security_protocol for e in endpoints},
+            "endpoints": [f"{e.name}://{e.host}:{e.port}" for e in endpoints],
             "jmx_port": -1,
-            "port": self.port,
-            "host": self.host,
+            "port": plaintext.port if plaintext is not None else -1,
+            "host": plaintext.host if plaintext is not None else None,
             "version": 5,
             "timestamp": str(timestamp_ms),
         }
@@ -48,17 +70,23 @@ class BrokerRegistration:
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, node_id: int, data: bytes) -> BrokerRegistration:
-        """A registration read from ``/brokers/ids/<id>``: the first PLAINTEXT endpoint (or the legacy
-        host and port fields)."""
+    def from_json(cls, node_id: int, data: bytes, inter_broker_listener: str = "PLAINTEXT") -> BrokerRegistration:
+        """A registration read from ``/brokers/ids/<id>``; ``host`` and ``port`` are the endpoint of the
+        ``inter_broker_listener`` (else the first PLAINTEXT one, or the legacy host and port fields)."""
         document = json.loads(data)
         protocols = document.get("listener_security_protocol_map") or {}
-        for endpoint in document.get("endpoints") or []:
-            name, _, address = endpoint.partition("://")
-            if protocols.get(name, name) == SECURITY_PROTOCOL:
-                host, _, port = address.rpartition(":")
-                return cls(node_id, host.strip("[]"), int(port), document.get("rack"))
-        return cls(node_id, document["host"], int(document["port"]), document.get("rack"))
+        endpoints = []
+        for entry in document.get("endpoints") or []:
+            name, _, address = entry.partition("://")
+            host, _, port = address.rpartition(":")
+            endpoints.append(Endpoint(name, protocols.get(name, name), host.strip("[]"), int(port)))
+        chosen = next((e for e in endpoints if e.name == inter_broker_listener), None) or next(
+            (e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
+        if chosen is not None:
+            host, port = chosen.host, chosen.port
+        else:
+            host, port = document.get("host") or "", int(document.get("port", -1))
+        return cls(node_id, host, port, document.get("rack"), tuple(endpoints))
 
 
 class CoordinationError(RuntimeError):

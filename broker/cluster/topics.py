@@ -44,8 +44,18 @@ class ClusterTopicManager(TopicManager):
 
     # -- the cluster --------------------------------------------------------------------------------
 
-    def live_brokers(self) -> dict[int, tuple[str, int, str | None]]:
-        return {node_id: (r.host, r.port, r.rack) for node_id, r in sorted(self.cluster.brokers.items())}
+    def live_brokers(self, listener: str | None = None) -> dict[int, tuple[str, int, str | None]]:
+        """The live brokers: id -> (host, port, rack), the address of their listener named ``listener`` (by
+        default the inter-broker one); a broker without that listener is left out, as Kafka leaves it out
+        of the answers to that listener's clients."""
+        if listener is None:
+            return {node_id: (r.host, r.port, r.rack) for node_id, r in sorted(self.cluster.brokers.items())}
+        live = {}
+        for node_id, registration in sorted(self.cluster.brokers.items()):
+            address = registration.address(listener)
+            if address is not None:
+                live[node_id] = (*address, registration.rack)
+        return live
 
     @property
     def controller_id(self) -> int:

@@ -208,9 +208,12 @@ class ZooKeeperCluster:
         connection_timeout_ms: int | None = None,
         unclean_leader_election_enable: bool = False,
         delete_topic_enable: bool = True,
+        inter_broker_listener: str = "PLAINTEXT",
     ) -> None:
         self.connect = connect
         self.registration = registration
+        #: The listener every broker of the cluster reaches the others on.
+        self.inter_broker_listener = inter_broker_listener
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = session_timeout_ms if connection_timeout_ms is None else connection_timeout_ms
         self.unclean_leader_election_enable = unclean_leader_election_enable
@@ -574,7 +577,7 @@ class ZooKeeperCluster:
             self._register(client)
         except NodeExistsError:
             data, _ = client.get(f"{BROKER_IDS}/{self.node_id}")
-            other = BrokerRegistration.from_json(self.node_id, data)
+            other = BrokerRegistration.from_json(self.node_id, data, self.inter_broker_listener)
             raise CoordinationError(
                 f"broker.id {self.node_id} is already registered in ZooKeeper at {self.connect}, by the broker "
                 f"at {other.host}:{other.port}"
@@ -626,7 +629,7 @@ class ZooKeeperCluster:
         for child in client.get_children(BROKER_IDS, watch=self._watch):
             try:
                 data, _ = client.get(f"{BROKER_IDS}/{child}")
-                brokers[int(child)] = BrokerRegistration.from_json(int(child), data)
+                brokers[int(child)] = BrokerRegistration.from_json(int(child), data, self.inter_broker_listener)
             except (NoNodeError, ValueError):
                 continue
         reading.brokers = brokers

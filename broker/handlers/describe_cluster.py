@@ -97,7 +97,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         cluster_id=broker.cluster_id,
         controller_id=broker.topics.controller_id,
         brokers=[BrokerResult(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)
-                 for node_id, (host, port, rack) in broker.topics.live_brokers().items()],
+                 for node_id, (host, port, rack) in broker.topics.live_brokers(ctx.listener).items()],
         cluster_authorized_operations=operations_bitfield(CLUSTER_OPERATIONS)
         if request.include_cluster_authorized_operations
         else AUTHORIZED_OPERATIONS_OMITTED,

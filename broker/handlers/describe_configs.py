@@ -227,12 +227,12 @@ class _BrokerConfigEntry:
 def _where_it_is(config: BrokerConfig) -> dict[str, str]:
     """The settings saying where this broker is and who it is, as it serves (the command line may have
     changed them)."""
-    advertised_host, advertised_port = config.advertised_address
     return {
         "node.id": str(config.node_id),
         "broker.id": str(config.node_id),
-        "listeners": f"PLAINTEXT://{config.host}:{config.port}",
-        "advertised.listeners": f"PLAINTEXT://{advertised_host}:{advertised_port}",
+        "listeners": ",".join(f"{served.name}://{served.host}:{served.port}" for served in config.listeners),
+        "advertised.listeners": ",".join(f"{served.name}://{host}:{port}" for served in config.listeners
+                                         for host, port in [served.advertised_address]),
         "log.dirs": str(config.data_dir),
     }
 

@@ -62,7 +62,7 @@ async def handle_describe_topic_partitions(
 
 def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     topics = ctx.broker.topics
-    live = topics.live_brokers()
+    live = topics.live_brokers(ctx.listener)
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     list_all = not request.topics

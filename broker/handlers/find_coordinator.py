@@ -64,7 +64,7 @@ async def _coordinator(
         leader = coordinator.coordinator_id(key)
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}.", NO_NODE
-    live = broker.topics.live_brokers()
+    live = broker.topics.live_brokers(ctx.listener)
     if leader is None or leader not in live:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
     host, port, _rack = live[leader]

@@ -55,7 +55,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Meta
         return Response(brokers=[], cluster_id=broker.cluster_id, controller_id=broker.topics.controller_id, topics=[
             TopicResponse(error_code=ErrorCode.INVALID_REQUEST, name=wanted.name or "", topic_id=wanted.topic_id,
                           partitions=[]) for wanted in request.topics])
-    live = broker.topics.live_brokers()
+    live = broker.topics.live_brokers(ctx.listener)
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         # All topics (v0 asks with an empty list; later versions with null).
         topics = [_topic_response(topic, operations, live) for topic in broker.topics]

@@ -25,6 +25,8 @@ class RequestContext:
     header: RequestHeader
     peer: str
     connection_id: int
+    #: The name of the listener the request came in on (Metadata answers with its addresses).
+    listener: str = "PLAINTEXT"
 
     @property
     def api_version(self) -> int:

@@ -114,8 +114,13 @@ def test_bad_properties_name_the_property(props, message):
          "listener CLIENT uses security protocol SSL"),
         ({"listeners": "CLIENT://:9092"}, "listener CLIENT has no security protocol"),
         ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "listener SSL uses security protocol SSL"),
-        ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
-         "trafka serves one listener, and this names 2 [(]PLAINTEXT, INTERNAL[)]; keep one"),
+        ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "each listener needs a name of its own"),
+        ({"inter.broker.listener.name": "ELSEWHERE"}, "inter.broker.listener.name=ELSEWHERE: not one of the listeners"),
+        ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
+         "both set: set one"),
+        ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+          "zookeeper.connect": "127.0.0.1:2181", "broker.id": "1"},
+         "security.inter.broker.protocol=PLAINTEXT: no listener named PLAINTEXT"),
         ({"listeners": "PLAINTEXT://:70000"}, "port 70000 is outside 0-65535"),
         ({"listeners": "PLAINTEXT://:-1"}, "port -1 is outside 0-65535"),
         ({"listeners": "PLAINTEXT://:9092", "listener.security.protocol.map": "PLAINTEXT"},
@@ -125,6 +130,26 @@ def test_bad_properties_name_the_property(props, message):
 def test_listeners_trafka_cannot_serve_stop_the_start(props, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.from_properties(props)
+
+
+def test_several_listeners_each_with_its_protocol_and_advertised_address():
+    config = BrokerConfig.from_properties({
+        "listeners": "CLIENTS://0.0.0.0:9092,INTERNAL://127.0.0.1:9093",
+        "listener.security.protocol.map": "CLIENTS:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "advertised.listeners": "CLIENTS://kafka.example:19092,INTERNAL://10.0.0.5:9093",
+        "inter.broker.listener.name": "INTERNAL",
+    })
+    assert [(served.name, served.security_protocol, served.host, served.port, served.advertised_address)
+            for served in config.listeners] == [
+        ("CLIENTS", "PLAINTEXT", "0.0.0.0", 9092, ("kafka.example", 19092)),
+        ("INTERNAL", "PLAINTEXT", "127.0.0.1", 9093, ("10.0.0.5", 9093)),
+    ]
+    assert config.inter_broker_listener.advertised_address == ("10.0.0.5", 9093)
+    assert (config.host, config.port, config.advertised_address) == ("0.0.0.0", 9092, ("kafka.example", 19092))
+    # A single node without a PLAINTEXT listener talks to no other broker: its first listener stands in.
+    alone = BrokerConfig.from_properties({"listeners": "INTERNAL://:9093",
+                                          "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
+    assert alone.inter_broker_listener_name == "INTERNAL"
 
 
 @pytest.mark.parametrize(
@@ -353,7 +378,8 @@ def test_every_property_in_the_catalog_counts_as_acted_on():
 
 
 async def test_the_config_a_server_is_given_stays_as_it_was(tmp_path: Path):
-    config = BrokerConfig(port=0, control_port=0, data_dir=tmp_path / "data")
+    config = BrokerConfig(control_port=0, data_dir=tmp_path / "data")
+    config.port = 0
     server = Server(config)
     async with trio.open_nursery() as nursery:
         addresses = await nursery.start(server.run)
