@@ -66,7 +66,7 @@ def parse_properties(text: str) -> dict[str, str]:
 #: The security protocols of Kafka's listeners.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Those this broker serves.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -445,8 +445,34 @@ def _check_roles(props: Mapping[str, str]) -> None:
 
 def properties_not_acted_on(props: Mapping[str, str]) -> list[str]:
     """The names in ``props`` this broker neither reads nor serves (Kafka's or unknown), sorted: those the
-    catalog of settings does not list."""
-    return sorted(name for name in props if name not in BROKER_CONFIG_DEFS)
+    catalog of settings does not list, directly or under a listener's prefix (``listener.name.<l>.ssl.*``,
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
+    return sorted(name for name in props if not _known(name))
+
+
+def _known(name: str) -> bool:
+    if name in BROKER_CONFIG_DEFS:
+        return True
+    if not name.startswith(LISTENER_PREFIX):
+        return False
+    _listener, _, setting = name[len(LISTENER_PREFIX):].partition(".")
+    if setting in BROKER_CONFIG_DEFS:
+        return True
+    _mechanism, _, sasl_setting = setting.partition(".")
+    return sasl_setting.startswith("sasl.") and sasl_setting in BROKER_CONFIG_DEFS
+
+
+#: Kafka's prefix of a setting given for one listener: ``listener.name.<listener, lower case>.<setting>``.
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_settings(props: Mapping[str, str], listener: str, prefix: str) -> dict[str, str]:
+    """The settings named ``prefix...`` for ``listener``: those given under its prefix
+    (``listener.name.<listener>.<setting>``) over those given for every listener."""
+    own = f"{LISTENER_PREFIX}{listener.lower()}."
+    settings = {name: value for name, value in props.items() if name.startswith(prefix)}
+    settings.update({name[len(own):]: value for name, value in props.items() if name.startswith(own + prefix)})
+    return settings
 
 
 def merge_overrides(props: dict[str, str], overrides: Iterable[str]) -> dict[str, str]:

@@ -7,6 +7,11 @@ leaves through ``os.sendfile``: the response is a list of chunks, and file slice
 the page cache to the socket without passing through Python (slices under ``SENDFILE_MIN`` are read
 and sent with the rest of the response, which costs less than the extra system calls).
 
+On a TLS listener (SSL, SASL_SSL) the connection is a ``trio.SSLStream`` over the socket, its handshake
+done first, within ``TLS_HANDSHAKE_TIMEOUT_S``: a client that does not speak TLS fails fast and alone.
+Record data cannot leave through sendfile there; file slices are read in pieces of ``TLS_READ_SIZE``
+and encrypted as they go, with no work per record.
+
 A request frame over ``DECODE_IN_PLACE_LIMIT`` is decoded in a worker thread, and its response encoded
 there too: a client that sends megabytes of arrays (a Metadata request naming a million topics) waits
 for them alone, and the event loop goes on serving everyone else meanwhile. Such requests become many
@@ -23,6 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import ssl
 import time
 from typing import TYPE_CHECKING
 
@@ -49,6 +55,10 @@ GATHER_LIMIT = 64 * 1024
 SENDFILE_MIN = 16 * 1024
 # Request frames above this size are decoded, and their responses encoded, in a worker thread.
 DECODE_IN_PLACE_LIMIT = 1024 * 1024
+# A TLS client has this long to complete its handshake.
+TLS_HANDSHAKE_TIMEOUT_S = 10
+# Record data read from the log for a TLS connection, per read (and per encrypted send).
+TLS_READ_SIZE = 1024 * 1024
 _DATA_PATH = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
@@ -64,8 +74,12 @@ class ServedConnection:
         large_requests: trio.CapacityLimiter | None = None,
         *,
         listener: ListenerConfig | None = None,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.stream = stream
+        self.stream: trio.SocketStream | trio.SSLStream = stream
+        #: The socket under the stream (the TLS layer's, on a TLS listener).
+        self.socket = stream.socket
+        self.tls_context = tls_context
         self.broker = broker
         self.connection_id = connection_id
         #: The listener the client came in on.
@@ -92,6 +106,8 @@ class ServedConnection:
 
     async def run(self) -> None:
         try:
+            if self.tls_context is not None and not await self._tls_handshake():
+                return
             await self._serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
             log.debug("connection %s from %s closed: %s", self.connection_id, self.peer, exc)
@@ -104,9 +120,34 @@ class ServedConnection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
+    async def _tls_handshake(self) -> bool:
+        """Wrap the connection in TLS and complete the handshake; False (logged) when it fails."""
+        self.stream = trio.SSLStream(self.stream, self.tls_context, server_side=True)
+        with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT_S) as timeout:
+            try:
+                await self.stream.do_handshake()
+            except trio.BrokenResourceError as exc:
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                log.info("connection %s from %s on listener %s: TLS handshake failed: %s", self.connection_id,
+                         self.peer, self.listener.name, cause)
+                return False
+        if timeout.cancelled_caught:
+            log.info("connection %s from %s on listener %s: no TLS handshake within %d s", self.connection_id,
+                     self.peer, self.listener.name, TLS_HANDSHAKE_TIMEOUT_S)
+            return False
+        return True
+
+    async def _receive_into(self, room: memoryview) -> int:
+        """Read what the peer sent into ``room``; 0 when it closed."""
+        if self.tls_context is None:
+            return await self.socket.recv_into(room)
+        data = await self.stream.receive_some(len(room))
+        room[: len(data)] = data
+        return len(data)
+
     async def _serve(self) -> None:
         protocol = self.protocol
-        receive_into = self.stream.socket.recv_into
+        receive_into = self._receive_into
         while not self._draining:
             event = protocol.next_request()
             if event is NEED_DATA:
@@ -227,7 +268,10 @@ class ServedConnection:
             await self.stream.send_all(b"".join(pending))
 
     async def _sendfile(self, chunk: FileSlice) -> None:
-        sock = self.stream.socket
+        if self.tls_context is not None:
+            await self._send_slice_over_tls(chunk)
+            return
+        sock = self.socket
         out_fd = sock.fileno()
         in_fd = chunk.file.fileno()
         position, remaining = chunk.position, chunk.size
@@ -247,6 +291,20 @@ class ServedConnection:
                 raise trio.BrokenResourceError(f"log file ended {remaining} bytes early while sending")
             position += sent
             remaining -= sent
+
+
+    async def _send_slice_over_tls(self, chunk: FileSlice) -> None:
+        """A file slice through the TLS layer: read in large pieces (from the page cache, as sendfile
+        would), each encrypted and sent whole."""
+        fd = chunk.file.fileno()
+        position, remaining = chunk.position, chunk.size
+        while remaining:
+            data = os.pread(fd, min(remaining, TLS_READ_SIZE), position)
+            if not data:
+                raise trio.BrokenResourceError(f"log file ended {remaining} bytes early while sending")
+            await self.stream.send_all(data)
+            position += len(data)
+            remaining -= len(data)
 
 
 def _api_name(api_key: int) -> str:

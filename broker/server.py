@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import ssl
 
 import trio
 
 from trafka.broker.broker import Broker
-from trafka.broker.config import BrokerConfig, ListenerConfig
+from trafka.broker.config import BrokerConfig, ConfigError, ListenerConfig, listener_settings
 from trafka.broker.connection import ServedConnection
 from trafka.broker.descriptors import current_budget, map_count_warning
 
@@ -42,6 +43,7 @@ class Server:
         """Serve until :meth:`request_shutdown`; ``task_status.started`` gets the bound addresses."""
         config = self.config
         try:
+            tls_contexts = _tls_contexts(config)
             listeners: list[tuple[ListenerConfig, trio.SocketListener]] = []
             for served in config.listeners:
                 try:
@@ -81,7 +83,8 @@ class Server:
                     await connections.start(broker.run_background)
                     async with trio.open_nursery() as accepting:
                         for served, socket_listener in listeners:
-                            accepting.start_soon(self._accept, served, socket_listener, connections)
+                            accepting.start_soon(self._accept, served, socket_listener, connections,
+                                                             tls_contexts.get(served.name))
                         for served in config.listeners:
                             log.info("listener %s (%s) on %s:%d, advertising %s:%d", served.name,
                                      served.security_protocol, served.host or "*", served.port,
@@ -110,7 +113,8 @@ class Server:
         finally:
             self.stopped.set()
 
-    async def _accept(self, served: ListenerConfig, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+    async def _accept(self, served: ListenerConfig, listener: trio.SocketListener, connections: trio.Nursery,
+                      tls_context: ssl.SSLContext | None) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -120,7 +124,7 @@ class Server:
                 await trio.sleep(0.1)
                 continue
             connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests,
-                                          listener=served)
+                                          listener=served, tls_context=tls_context)
             connections.start_soon(self._run_connection, connection)
 
     async def _run_connection(self, connection: ServedConnection) -> None:
@@ -133,6 +137,21 @@ class Server:
             self._connections.discard(connection)
             if not self._connections:
                 self._all_closed.set()
+
+
+def _tls_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
+    """The TLS context of each SSL and SASL_SSL listener, from its ssl.* settings (broker.security.tls);
+    settings that cannot make one stop the start, named."""
+    contexts: dict[str, ssl.SSLContext] = {}
+    for served in config.listeners:
+        if served.uses_tls:
+            from trafka.broker.security.tls import TlsConfigError, server_context
+
+            try:
+                contexts[served.name] = server_context(listener_settings(config.properties, served.name, "ssl."))
+            except TlsConfigError as exc:
+                raise ConfigError(f"listener {served.name}: {exc}") from None
+    return contexts
 
 
 async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import socket
 
-from confluent_kafka import Consumer, Producer
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
@@ -53,5 +54,99 @@ def test_each_client_is_told_the_addresses_of_its_own_listener(tmp_path):
         finally:
             consumer.close()
         assert values == [b"%d" % i for i in range(10)]
+    finally:
+        broker.stop()
+
+
+# -- TLS -------------------------------------------------------------------------------------------
+
+
+def _tls_broker(tmp_path, client_auth: str = "none", **more: str):
+    from trafka.broker.security.dev_certs import create_dev_certificates
+
+    certs = create_dev_certificates(tmp_path / "certs", clients={"alice": "CN=alice,OU=ServiceUsers,O=trafka"})
+    plain_port, tls_port = _free_port(), _free_port()
+    settings = {f"listener.name.ssl.{name}": value for name, value in certs.listener_settings(client_auth=client_auth).items()}
+    broker = BrokerProcess(tmp_path / "broker", overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}",
+        **settings, **more,
+    })
+    broker.start(plain_port)
+    return broker, certs, tls_port
+
+
+def _round_trip(config: dict[str, str], topic: str, count: int = 20) -> list[bytes]:
+    producer = Producer(config)
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(20) == 0
+    consumer = Consumer({**config, "group.id": f"{topic}-group", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values = []
+    try:
+        for _ in range(200):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            if len(values) == count:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_ssl_listener_serves_confluent_and_kafka_python_clients(tmp_path):
+    broker, certs, tls_port = _tls_broker(tmp_path)
+    try:
+        config = {"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                  "ssl.ca.location": str(certs.ca)}
+        assert _round_trip(config, "over-tls") == [b"%d" % i for i in range(20)]
+
+        from kafka import KafkaConsumer, KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=f"localhost:{tls_port}", security_protocol="SSL",
+                                 ssl_cafile=str(certs.ca))
+        for i in range(5):
+            producer.send("over-tls-kafka-python", b"k%d" % i)
+        producer.flush(20)
+        producer.close()
+        consumer = KafkaConsumer("over-tls-kafka-python", bootstrap_servers=f"localhost:{tls_port}",
+                                 security_protocol="SSL", ssl_cafile=str(certs.ca), auto_offset_reset="earliest",
+                                 consumer_timeout_ms=10_000)
+        try:
+            assert [record.value for record in consumer][:5] == [b"k%d" % i for i in range(5)]
+        finally:
+            consumer.close()
+    finally:
+        broker.stop()
+
+
+def test_a_client_that_does_not_speak_tls_fails_alone(tmp_path):
+    broker, certs, tls_port = _tls_broker(tmp_path)
+    try:
+        with socket.create_connection(("127.0.0.1", tls_port), timeout=10) as plaintext:
+            plaintext.sendall(b"\x00\x00\x00\x0a" + bytes(10))  # a Kafka frame where a TLS hello belongs
+            plaintext.settimeout(10)
+            while plaintext.recv(4096):  # the broker closes it
+                pass
+        config = {"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                  "ssl.ca.location": str(certs.ca)}
+        assert _round_trip(config, "served-meanwhile", 3) == [b"0", b"1", b"2"]
+    finally:
+        broker.stop()
+
+
+def test_mutual_tls_requires_a_client_certificate(tmp_path):
+    broker, certs, tls_port = _tls_broker(tmp_path, client_auth="required")
+    try:
+        alice = certs.clients["alice"]
+        config = {"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                  "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(alice.certificate),
+                  "ssl.key.location": str(alice.key)}
+        assert _round_trip(config, "mutual", 3) == [b"0", b"1", b"2"]
+        anonymous = AdminClient({"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
+                                 "ssl.ca.location": str(certs.ca)})
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=5)
     finally:
         broker.stop()

@@ -107,13 +107,12 @@ def test_bad_properties_name_the_property(props, message):
 @pytest.mark.parametrize(
     "props, message",
     [
-        ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL uses security protocol SSL, which trafka does not serve"),
         ({"listeners": "SASL_PLAINTEXT://:9092"}, "listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"),
         ({"listeners": "sasl_ssl://:9092"}, "listener SASL_SSL uses security protocol SASL_SSL"),
-        ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"},
-         "listener CLIENT uses security protocol SSL"),
+        ({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_SSL"},
+         "listener CLIENT uses security protocol SASL_SSL"),
         ({"listeners": "CLIENT://:9092"}, "listener CLIENT has no security protocol"),
-        ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "listener SSL uses security protocol SSL"),
+        ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093"}, "listener SASL_SSL uses security protocol SASL_SSL"),
         ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "each listener needs a name of its own"),
         ({"inter.broker.listener.name": "ELSEWHERE"}, "inter.broker.listener.name=ELSEWHERE: not one of the listeners"),
         ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
@@ -375,6 +374,12 @@ def test_settings_read_elsewhere_have_the_catalogs_defaults():
 def test_every_property_in_the_catalog_counts_as_acted_on():
     assert properties_not_acted_on(dict.fromkeys(BROKER_CONFIG_DEFS, "")) == []
     assert properties_not_acted_on({"num.io.threads": "8", "log.retention.minutes": "5"}) == ["num.io.threads"]
+
+
+async def test_an_ssl_listener_without_a_key_store_stops_the_start(tmp_path: Path):
+    config = BrokerConfig.from_properties({"listeners": "SSL://127.0.0.1:0", "log.dirs": str(tmp_path / "data")})
+    with pytest.raises(ConfigError, match="listener SSL: .*ssl.keystore"):
+        await Server(config).run()
 
 
 async def test_the_config_a_server_is_given_stays_as_it_was(tmp_path: Path):
