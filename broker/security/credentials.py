@@ -78,7 +78,8 @@ def hash_name(mechanism: str) -> str:
     try:
         return HASHES[mechanism]
     except KeyError:
-        raise ValueError(f"Unknown SCRAM mechanism {mechanism!r}: expected one of {', '.join(SCRAM_MECHANISMS)}") from None
+        expected = ", ".join(SCRAM_MECHANISMS)
+        raise ValueError(f"Unknown SCRAM mechanism {mechanism!r}: expected one of {expected}") from None
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
@@ -109,7 +110,9 @@ def from_salted_password(mechanism: str, salt: bytes, salted_password_: bytes, i
     )
 
 
-def from_password(mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None) -> ScramCredential:
+def from_password(
+    mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None,
+) -> ScramCredential:
     """The credential for ``password``, with a random 32-byte salt unless one is given. Costs ``iterations``
     HMACs: run it off the event loop."""
     if salt is None:
@@ -139,7 +142,8 @@ def credential_from_string(text: str) -> ScramCredential:
             raise ValueError("Credentials not valid: expected salt=…,stored_key=…,server_key=…,iterations=…")
         props[key] = value
     if sorted(props) != sorted(_CREDENTIAL_KEYS):
-        raise ValueError(f"Credentials not valid: expected the keys {', '.join(_CREDENTIAL_KEYS)}, got {', '.join(props)}")
+        expected, got = ", ".join(_CREDENTIAL_KEYS), ", ".join(props)
+        raise ValueError(f"Credentials not valid: expected the keys {expected}, got {got}")
     try:
         return ScramCredential(
             salt=base64.b64decode(props["salt"], validate=True),
@@ -359,7 +363,9 @@ class ScramCredentialStore:
     (changes from several threads are serialized by a lock).
     """
 
-    def __init__(self, path: Path | None = None, credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, credentials: Mapping[str, Mapping[str, ScramCredential]] | None = None,
+    ) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._credentials: dict[str, dict[str, ScramCredential]] = {
@@ -377,7 +383,8 @@ class ScramCredentialStore:
             return cls(path)
         try:
             node = json.loads(raw)
-            if not isinstance(node, dict) or node.get("version") != _FILE_VERSION or not isinstance(node.get("users"), dict):
+            well_formed = isinstance(node, dict) and isinstance(node.get("users"), dict)
+            if not well_formed or node.get("version") != _FILE_VERSION:
                 raise ValueError(f'expected {{"version": {_FILE_VERSION}, "users": {{...}}}}')
             credentials = {}
             for user, by_mechanism in node["users"].items():
@@ -402,7 +409,10 @@ class ScramCredentialStore:
 
     def list(self) -> dict[str, dict[str, int]]:
         """Every user's mechanisms and their iteration counts (what DescribeUserScramCredentials shows)."""
-        return {user: {m: c.iterations for m, c in by_mechanism.items()} for user, by_mechanism in sorted(self._credentials.items())}
+        return {
+            user: {m: c.iterations for m, c in by_mechanism.items()}
+            for user, by_mechanism in sorted(self._credentials.items())
+        }
 
     def describe(self, users: Sequence[str] | None = None) -> list[DescribeResult]:
         return describe_credentials(users, self._credentials)

@@ -49,7 +49,8 @@ PARSES = [
     # A later option of the same name wins; non-ASCII letters are word characters; quoted keys.
     (f'{PLAIN} required a="1" a="2" "quoted key"="v" clé=café;', PLAIN, "REQUIRED",
      {"a": "2", "quoted key": "v", "clé": "café"}),
-    (f'{OAUTHBEARER_LOGIN_MODULE} required unsecuredValidatorRequiredScope="a b" unsecuredValidatorAllowableClockSkewMs="3000";',
+    (f'{OAUTHBEARER_LOGIN_MODULE} required unsecuredValidatorRequiredScope="a b"'
+     ' unsecuredValidatorAllowableClockSkewMs="3000";',
      OAUTHBEARER_LOGIN_MODULE, "REQUIRED",
      {"unsecuredValidatorRequiredScope": "a b", "unsecuredValidatorAllowableClockSkewMs": "3000"}),
 ]

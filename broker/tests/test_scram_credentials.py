@@ -109,7 +109,8 @@ def test_zk_user_config_round_trip_keeps_other_entries():
         "SCRAM-SHA-512": c.credential_to_string(cred512),
     }}
     assert b" " not in data                                   # compact, as Kafka's Json.encodeAsBytes
-    assert c.decode_zk_user_config(data) == ({c.SCRAM_SHA_256: cred256, c.SCRAM_SHA_512: cred512}, {"producer_byte_rate": "1024"})
+    expected = ({c.SCRAM_SHA_256: cred256, c.SCRAM_SHA_512: cred512}, {"producer_byte_rate": "1024"})
+    assert c.decode_zk_user_config(data) == expected
 
 
 def test_zk_user_config_written_by_kafka_decodes():
@@ -212,6 +213,7 @@ NONE, DUP, BAD, UNSUPPORTED, NOT_FOUND = (ErrorCode.NONE, ErrorCode.DUPLICATE_RE
                                          ErrorCode.UNACCEPTABLE_CREDENTIAL, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                          ErrorCode.RESOURCE_NOT_FOUND)
 
+DELETE_UNKNOWN = "Attempt to delete a user credential that does not exist"
 ALTER_CASES = [
     # (deletions, upsertions, expected results in Kafka's order: deletions, upsertions, then failures)
     ([], [up("alice")], [AlterResult("alice", NONE)]),
@@ -232,8 +234,8 @@ ALTER_CASES = [
     ([], [up("alice"), up("alice"), up("alice")],
      [AlterResult("alice", DUP, "A user credential cannot be altered twice in the same request")]),
     ([Deletion("bob", SHA256)], [], [AlterResult("bob", NONE)]),
-    ([Deletion("bob", SHA512)], [], [AlterResult("bob", NOT_FOUND, "Attempt to delete a user credential that does not exist")]),
-    ([Deletion("nobody", SHA256)], [], [AlterResult("nobody", NOT_FOUND, "Attempt to delete a user credential that does not exist")]),
+    ([Deletion("bob", SHA512)], [], [AlterResult("bob", NOT_FOUND, DELETE_UNKNOWN)]),
+    ([Deletion("nobody", SHA256)], [], [AlterResult("nobody", NOT_FOUND, DELETE_UNKNOWN)]),
     ([Deletion("", SHA256)], [], [AlterResult("", BAD, "Username must not be empty")]),
     ([Deletion("bob", 9)], [], [AlterResult("bob", UNSUPPORTED, "Unknown SCRAM mechanism")]),
     # Independent users: successes first (deletions, then upsertions), failures after.
@@ -290,7 +292,8 @@ def test_describe_as_kafka(tmp_path):
     assert store.describe(None) == everyone
     assert store.describe([]) == everyone
     assert store.describe(["bob", "carol", "alice", "bob"]) == [
-        DescribeResult("bob", DUP, "Cannot describe SCRAM credentials for the same user twice in a single request: bob"),
+        DescribeResult("bob", DUP,
+                       "Cannot describe SCRAM credentials for the same user twice in a single request: bob"),
         DescribeResult("carol", NOT_FOUND, "Attempt to describe a user credential that does not exist: carol"),
         DescribeResult("alice", NONE, None, ((SHA256, 4096),)),
     ]
