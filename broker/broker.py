@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from trafka.broker.txn.coordinator import TransactionCoordinator
     from trafka.broker.txn.markers import TxnMarker
     from trafka.broker.metrics import Metrics
+    from trafka.broker.security.credentials import ScramCredentialStore
     from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class Broker:
             cluster_id=config.cluster_id,
         )
         self.catalog = TopicCatalog(config.data_dir)
+        self._scram_credentials: ScramCredentialStore | None = None
         #: The cluster this broker is one of (broker.cluster), or None: a single node.
         self.cluster: ZooKeeperCluster | None = None
         self.replicas: ReplicaManager | None = None
@@ -155,6 +157,15 @@ class Broker:
     @property
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
+
+    def scram_credentials(self) -> ScramCredentialStore:
+        """The SCRAM credentials that SASL's SCRAM-SHA-256/512 check and AlterUserScramCredentials keeps,
+        read from the data directory on the first call."""
+        if self._scram_credentials is None:
+            from trafka.broker.security.credentials import ScramCredentialStore
+
+            self._scram_credentials = ScramCredentialStore.load(self.config.data_dir)
+        return self._scram_credentials
 
     def group_coordinator(self) -> GroupCoordinator:
         """The group coordinator: consumer groups and their committed offsets (kept in

@@ -66,7 +66,7 @@ def parse_properties(text: str) -> dict[str, str]:
 #: The security protocols of Kafka's listeners.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Those this broker serves.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 

@@ -10,7 +10,10 @@ and sent with the rest of the response, which costs less than the extra system c
 On a TLS listener (SSL, SASL_SSL) the connection is a ``trio.SSLStream`` over the socket, its handshake
 done first, within ``TLS_HANDSHAKE_TIMEOUT_S``: a client that does not speak TLS fails fast and alone.
 Record data cannot leave through sendfile there; file slices are read in pieces of ``TLS_READ_SIZE``
-and encrypted as they go, with no work per record.
+and encrypted as they go, with no work per record. On a SASL listener the connection's
+``session`` (``trafka.broker.security.authentication``) says which requests it may make yet: a request it
+may not make closes the connection, and so does a failed authentication, once its answer is sent and
+``connection.failed.authentication.delay.ms`` has passed.
 
 A request frame over ``DECODE_IN_PLACE_LIMIT`` is decoded in a worker thread, and its response encoded
 there too: a client that sends megabytes of arrays (a Metadata request naming a million topics) waits
@@ -45,6 +48,7 @@ from trafka.wire.protocol import ApiKey
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
     from trafka.broker.config import ListenerConfig
+    from trafka.broker.security.authentication import ConnectionSession, ListenerSasl
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +79,15 @@ class ServedConnection:
         *,
         listener: ListenerConfig | None = None,
         tls_context: ssl.SSLContext | None = None,
+        sasl: ListenerSasl | None = None,
     ) -> None:
         self.stream: trio.SocketStream | trio.SSLStream = stream
         #: The socket under the stream (the TLS layer's, on a TLS listener).
         self.socket = stream.socket
         self.tls_context = tls_context
+        self.sasl = sasl
+        #: Who the client is, and its authentication under way (set once the TLS handshake is done).
+        self.session: ConnectionSession | None = None
         self.broker = broker
         self.connection_id = connection_id
         #: The listener the client came in on.
@@ -108,6 +116,9 @@ class ServedConnection:
         try:
             if self.tls_context is not None and not await self._tls_handshake():
                 return
+            from trafka.broker.security.authentication import ConnectionSession
+
+            self.session = ConnectionSession.for_listener(self.listener, self.sasl, self._tls_principal())
             await self._serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
             log.debug("connection %s from %s closed: %s", self.connection_id, self.peer, exc)
@@ -145,11 +156,33 @@ class ServedConnection:
         room[: len(data)] = data
         return len(data)
 
+    def _tls_principal(self) -> str | None:
+        """The principal of a client that presented a certificate (mutual TLS), by the listener's
+        ``ssl.principal.mapping.rules``; None without one."""
+        if self.tls_context is None:
+            return None
+        certificate = self.stream.getpeercert(binary_form=True)
+        if not certificate:
+            return None
+        from trafka.broker.security.principal import principal_name
+
+        return principal_name(certificate, self._principal_rules())
+
+    def _principal_rules(self) -> str | None:
+        properties = self.broker.config.properties
+        own = f"listener.name.{self.listener.name.lower()}.ssl.principal.mapping.rules"
+        return properties.get(own, properties.get("ssl.principal.mapping.rules"))
+
     async def _serve(self) -> None:
         protocol = self.protocol
         receive_into = self._receive_into
+        session = self.session
         while not self._draining:
-            event = protocol.next_request()
+            event = protocol.next_raw_frame() if session.raw_tokens else protocol.next_request()
+            if isinstance(event, memoryview):
+                if not await self._raw_token(event):
+                    return
+                continue
             if event is NEED_DATA:
                 with protocol.receive_buffer() as room, trio.CancelScope() as self._receive_scope:
                     count = await receive_into(room)
@@ -187,9 +220,14 @@ class ServedConnection:
         """Run the request's handler and send its response (encoded in a worker thread ``in_thread``);
         False when the connection must close."""
         header, request = event.header, event.body
+        refusal = self.session.refusal(header.api_key)
+        if refusal is not None:
+            log.info("closing connection %s from %s on listener %s: %s", self.connection_id, self.peer,
+                     self.listener.name, refusal)
+            return False
         handler = REGISTRY.get(header.api_key)
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id,
-                             listener=self.listener.name)
+                             listener=self.listener.name, session=self.session)
         metrics = self.broker.metrics
         started = time.perf_counter() if metrics is not None else 0.0
         fault = self._fault(header, request) if self.broker.faults else None
@@ -229,7 +267,37 @@ class ServedConnection:
             await self.send_chunks(chunks)
         if metrics is not None:
             metrics.request(handler.api_key.name, time.perf_counter() - started)
+        if self.session.has_failed:
+            await self._close_after_failed_authentication()
+            return False
         return True
+
+    async def _raw_token(self, token: memoryview) -> bool:
+        """A SASL token in a bare frame (after SaslHandshake v0): the exchange's answer goes back the same
+        way; a failure closes the connection, as Kafka closes it (this framing has no error to send)."""
+        from trafka.broker.security.sasl import SaslError
+
+        session = self.session
+        exchange = session.exchange
+        try:
+            answer = exchange.respond(bytes(token))
+        except SaslError as exc:
+            log.info("connection %s from %s on listener %s: SASL %s authentication failed: %s", self.connection_id,
+                     self.peer, self.listener.name, session.mechanism, getattr(exc, "detail", None) or exc)
+            session.failed()
+            await self._close_after_failed_authentication()
+            return False
+        if exchange.complete:
+            session.authenticated_as(exchange.principal, exchange.session_lifetime_ms)
+        if answer or not exchange.complete:
+            await self.stream.send_all(self.protocol.raw_frame(answer))
+        return True
+
+    async def _close_after_failed_authentication(self) -> None:
+        delay_ms = self.sasl.failed_authentication_delay_ms if self.sasl is not None else 0
+        log.info("closing connection %s from %s on listener %s after a failed authentication", self.connection_id,
+                 self.peer, self.listener.name)
+        await trio.sleep(delay_ms / 1000)
 
     async def _unsupported_version(self, event: UnsupportedVersion) -> None:
         header = event.header

@@ -1,11 +1,11 @@
 """Prometheus metrics, served when ``metrics.port`` (``--metrics-port``) is set, with prometheus_client.
 
 Counted as they happen: requests and their handling time per API, record bytes in (Produce) and out
-(Fetch) per topic. Read when scraped: the size of each partition's log held here, its log end offset
-and high watermark, the partitions this broker leads and how many of them are under-replicated (ISR
-smaller than the replica set, as Kafka's UnderReplicatedPartitions), the open connections, and the
-consumer groups by state with their members. Without the
-setting nothing here is loaded, and the request path only tests for ``None``.
+(Fetch) per topic, SASL authentications per listener, mechanism and outcome. Read when scraped: the size
+of each partition's log held here, its log end offset and high watermark, the partitions this broker
+leads and how many of them are under-replicated (ISR smaller than the replica set, as Kafka's
+UnderReplicatedPartitions), the open connections, and the consumer groups by state with their members.
+Without the setting nothing here is loaded, and the request path only tests for ``None``.
 """
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ class Metrics:
                                  registry=self.registry)
         self._bytes_out = Counter("trafka_bytes_out", "Record bytes sent by Fetch, by topic.", ["topic"],
                                   registry=self.registry)
+        self._authentications = Counter(
+            "trafka_authentications", "SASL authentications, by listener, mechanism and outcome.",
+            ["listener", "mechanism", "outcome"], registry=self.registry)
         self.registry.register(_StateCollector(topics, groups, connections))
         self._server = None
 
@@ -58,6 +61,9 @@ class Metrics:
     def request(self, api: str, seconds: float) -> None:
         self._requests.labels(api).inc()
         self._latency.labels(api).observe(seconds)
+
+    def authentication(self, listener: str, mechanism: str | None, *, succeeded: bool) -> None:
+        self._authentications.labels(listener, mechanism or "", "succeeded" if succeeded else "failed").inc()
 
     def bytes_in(self, topic: str, size: int) -> None:
         self._bytes_in.labels(topic).inc(size)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -19,6 +20,9 @@ from trafka.broker.broker import Broker
 from trafka.broker.config import BrokerConfig, ConfigError, ListenerConfig, listener_settings
 from trafka.broker.connection import ServedConnection
 from trafka.broker.descriptors import current_budget, map_count_warning
+
+if TYPE_CHECKING:
+    from trafka.broker.security.authentication import ListenerSasl
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,12 @@ class Server:
             # The config given stays as it was; the broker's has the ports bound (port 0: the system's choice).
             config = self.config = config.serving_on(bound_ports)
             self.broker = broker = Broker(config)
+            try:
+                sasl = _sasl_settings(config, broker)
+            except (ConfigError, ValueError):
+                for _, socket_listener in listeners:
+                    await socket_listener.aclose()
+                raise
             if config.metrics_port is not None:
                 from trafka.broker.metrics import Metrics
 
@@ -84,7 +94,7 @@ class Server:
                     async with trio.open_nursery() as accepting:
                         for served, socket_listener in listeners:
                             accepting.start_soon(self._accept, served, socket_listener, connections,
-                                                             tls_contexts.get(served.name))
+                                                             tls_contexts.get(served.name), sasl.get(served.name))
                         for served in config.listeners:
                             log.info("listener %s (%s) on %s:%d, advertising %s:%d", served.name,
                                      served.security_protocol, served.host or "*", served.port,
@@ -114,7 +124,7 @@ class Server:
             self.stopped.set()
 
     async def _accept(self, served: ListenerConfig, listener: trio.SocketListener, connections: trio.Nursery,
-                      tls_context: ssl.SSLContext | None) -> None:
+                      tls_context: ssl.SSLContext | None, sasl: ListenerSasl | None) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -124,7 +134,7 @@ class Server:
                 await trio.sleep(0.1)
                 continue
             connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests,
-                                          listener=served, tls_context=tls_context)
+                                          listener=served, tls_context=tls_context, sasl=sasl)
             connections.start_soon(self._run_connection, connection)
 
     async def _run_connection(self, connection: ServedConnection) -> None:
@@ -152,6 +162,17 @@ def _tls_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
             except TlsConfigError as exc:
                 raise ConfigError(f"listener {served.name}: {exc}") from None
     return contexts
+
+
+def _sasl_settings(config: BrokerConfig, broker: Broker) -> dict[str, ListenerSasl]:
+    """The SASL settings of each SASL_PLAINTEXT and SASL_SSL listener (broker.security.authentication)."""
+    settings: dict[str, ListenerSasl] = {}
+    for served in config.listeners:
+        if served.uses_sasl:
+            from trafka.broker.security.authentication import listener_sasl
+
+            settings[served.name] = listener_sasl(config.properties, served, broker.scram_credentials())
+    return settings
 
 
 async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

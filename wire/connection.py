@@ -278,6 +278,7 @@ class ServerConnection(FrameReceiver):
                 self._versions[api_key] = (max(low, request.MIN_VERSION), min(high, request.MAX_VERSION))
         super().__init__()
         self._error: ProtocolError | None = None
+        self._raw = False
 
     def next_request(self) -> Request | UndecodedRequest | UnsupportedVersion | _Sentinel:
         """The next complete request, ``UndecodedRequest``, ``UnsupportedVersion``, or ``NEED_DATA``.
@@ -322,8 +323,22 @@ class ServerConnection(FrameReceiver):
         frame = self._next_frame()
         return frame if frame is NEED_DATA else self._parse(frame)
 
+    def next_raw_frame(self) -> memoryview | _Sentinel:
+        """The next frame's bytes as they are, without a request header, or ``NEED_DATA``: a SASL token
+        after SaslHandshake v0, Kafka's oldest framing of the exchange."""
+        self._raw = True
+        try:
+            return self._next_frame()
+        finally:
+            self._raw = False
+
+    @staticmethod
+    def raw_frame(data: bytes) -> bytes:
+        """``data`` as a bare frame (a SASL token answering one of :meth:`next_raw_frame`)."""
+        return _SIZE.pack(len(data)) + data
+
     def _check_size(self, size: int, prefix: bytes) -> None:
-        if size < _MIN_HEADER_SIZE or size > self.max_frame_size:
+        if size < (0 if self._raw else _MIN_HEADER_SIZE) or size > self.max_frame_size:
             raise ProtocolError(self._bad_size(size, prefix))
 
     def _large_frame_buffer(self, size: int) -> mmap.mmap:

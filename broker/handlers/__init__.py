@@ -3,6 +3,8 @@ from trafka.broker.handlers.registry import REGISTRY, CloseConnection, RequestCo
 
 from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their registrations)
     api_versions,
+    sasl_handshake,
+    sasl_authenticate,
     metadata,
     produce,
     fetch,

@@ -14,6 +14,7 @@ from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
+    from trafka.broker.security.authentication import ConnectionSession
     from trafka.wire.connection import RequestHeader
 
 
@@ -27,6 +28,8 @@ class RequestContext:
     connection_id: int
     #: The name of the listener the request came in on (Metadata answers with its addresses).
     listener: str = "PLAINTEXT"
+    #: The connection's authentication (the principal; the SASL exchange under way).
+    session: ConnectionSession | None = None
 
     @property
     def api_version(self) -> int:
