@@ -212,3 +212,45 @@ def test_reauthentication_keeps_a_long_consumer_going(tmp_path):
         assert received == [b"%d" % i for i in range(sent)]
     finally:
         broker.stop()
+
+
+def test_a_user_created_with_alter_user_scram_credentials_logs_in_at_once(tmp_path):
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    broker, port = _sasl_broker(tmp_path)
+    try:
+        admin = AdminClient(_client(port, "PLAIN", "admin", "admin-secret"))
+        upsert = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                              b"dave-secret")
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(10)
+        assert _round_trip(_client(port, "SCRAM-SHA-256", "dave", "dave-secret"), "dave-writes", 3) == [
+            b"0", b"1", b"2"]
+        described = admin.describe_user_scram_credentials(["dave"])["dave"].result(10)
+        assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+            (ScramMechanism.SCRAM_SHA_256, 8192)]
+        # Kept in the data directory: after a restart dave still logs in.
+        broker.stop()
+        broker.start(broker.port)
+        assert _round_trip(_client(port, "SCRAM-SHA-256", "dave", "dave-secret"), "dave-again", 2) == [b"0", b"1"]
+        # Bad requests get Kafka's codes and messages, user by user.
+        too_few = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x")
+        missing = UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_512)
+        futures = admin.alter_user_scram_credentials([too_few, missing])
+        with pytest.raises(KafkaException, match="Too few iterations"):
+            futures["erin"].result(10)
+        with pytest.raises(KafkaException, match="Attempt to delete a user credential that does not exist"):
+            futures["frank"].result(10)
+        # Deleted, dave no longer logs in; his credential survives nowhere.
+        gone = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+        for future in admin.alter_user_scram_credentials([gone]).values():
+            future.result(10)
+        assert "invalid credentials" in _refusal(_client(port, "SCRAM-SHA-256", "dave", "dave-secret"))
+    finally:
+        broker.stop()
+

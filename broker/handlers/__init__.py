@@ -5,6 +5,8 @@ from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their reg
     api_versions,
     sasl_handshake,
     sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
     metadata,
     produce,
     fetch,

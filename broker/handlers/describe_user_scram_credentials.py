@@ -1,0 +1,29 @@
+"""DescribeUserScramCredentials (key 50), version 0.
+
+The SCRAM mechanisms and iteration counts of users' credentials (never the credentials themselves):
+every user with one when no user is named; otherwise each user named, RESOURCE_NOT_FOUND for one without
+credentials and DUPLICATE_RESOURCE for one named twice, with Kafka's messages
+(``trafka.broker.security.credentials``).
+"""
+from __future__ import annotations
+
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+from trafka.wire.protocol import ApiKey
+
+Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+Info = DescribeUserScramCredentialsResponse.CredentialInfo
+
+
+@handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
+async def handle_describe_user_scram_credentials(
+    ctx: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> DescribeUserScramCredentialsResponse:
+    users = None if request.users is None else [user.name for user in request.users]
+    described = ctx.broker.scram_credentials().describe(users)
+    return DescribeUserScramCredentialsResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        results=[Result(user=d.user, error_code=d.error, error_message=d.message,
+                        credential_infos=[Info(mechanism=m, iterations=i) for m, i in d.credentials])
+                 for d in described])
