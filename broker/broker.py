@@ -99,6 +99,7 @@ class Broker:
         from trafka.broker.cluster.topics import ClusterTopicManager
         from trafka.broker.cluster.zookeeper import ZooKeeperCluster
         from trafka.broker.replication.manager import ReplicaManager
+        from trafka.broker.security.inter_broker import inter_broker_security
 
         host, port = config.inter_broker_listener.advertised_address
         endpoints = tuple(Endpoint(listener.name, listener.security_protocol, *listener.advertised_address)
@@ -114,11 +115,12 @@ class Broker:
         )
         from trafka.broker.txn.channel import PeerChannel
 
-        self.replicas = ReplicaManager(config, self.cluster)
+        security = inter_broker_security(config)
+        self.replicas = ReplicaManager(config, self.cluster, security=security)
         self.replicas.on_leadership = self._on_leadership
         topics = ClusterTopicManager(config, self.default_log_config, self.log_manager, self.catalog, self.cluster,
                                      self.replicas)
-        self.peers = PeerChannel(topics.live_brokers)
+        self.peers = PeerChannel(topics.live_brokers, security=security)
         return topics
 
     def _on_leadership(self, partition: Partition, leading: bool) -> None:

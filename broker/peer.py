@@ -1,8 +1,9 @@
 """An asynchronous connection from this broker to another one (Kafka's NetworkClient, as a follower's
 fetcher, the transaction marker channel and other broker-to-broker senders use it).
 
-``PeerConnection.connect`` opens a TCP stream and exchanges ApiVersions once; ``api_versions`` then
-answers which version of an API both sides speak (the highest common one). ``request`` sends one
+``PeerConnection.connect`` opens a TCP stream (wrapped in TLS, and authenticated with SASL, when the
+inter-broker listener asks for it: ``trafka.broker.security.inter_broker``) and exchanges ApiVersions once;
+``api_versions`` then answers which version of an API both sides speak (the highest common one). ``request`` sends one
 request and returns its decoded response: requests go one at a time (a lock queues concurrent
 callers). The framing is ``wire.client``'s: correlation ids, header versions, matching the response
 to its request; bytes are read straight into the buffer the response will use, so a Fetch
@@ -16,13 +17,25 @@ arrive and would be taken for the next request's.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
 
 from trafka.wire.client import NEED_DATA, ClientConnection, ProtocolError, Response
 from trafka.wire.errors import ErrorCode
-from trafka.wire.messages import ApiVersionsRequest, ApiVersionsResponse
+from trafka.wire.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from trafka.wire.primitives import EncodeError, Message
 from trafka.wire.protocol import RESPONSES, ApiKey
+
+if TYPE_CHECKING:
+    from trafka.broker.security.inter_broker import PeerSecurity
 
 __all__ = ["PeerConnection", "PeerError", "API_VERSIONS_VERSION", "DEFAULT_MAX_FRAME_BYTES"]
 
@@ -69,23 +82,59 @@ class PeerConnection:
 
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str, connect_timeout_s: float,
-                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> PeerConnection:
-        """Connect and learn the broker's API versions, both within ``connect_timeout_s``."""
+                      max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                      security: PeerSecurity | None = None) -> PeerConnection:
+        """Connect (with TLS and SASL as ``security`` says), and learn the broker's API versions, all
+        within ``connect_timeout_s``."""
         address = f"{host}:{port}"
         try:
             with trio.fail_after(connect_timeout_s):
-                stream = await trio.open_tcp_stream(host, port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if security is not None and security.tls is not None:
+                    stream = trio.SSLStream(stream, security.tls, server_hostname=host)
+                    await stream.do_handshake()
         except trio.TooSlowError:
             raise PeerError(f"{address}: no connection within {connect_timeout_s} s") from None
+        except trio.BrokenResourceError as exc:
+            raise PeerError(f"{address}: TLS handshake failed: {exc.__cause__ or exc}") from None
         except OSError as exc:
             raise PeerError(f"{address}: cannot connect: {exc.strerror or exc}") from None
         connection = cls(stream, address, client_id=client_id, max_frame_bytes=max_frame_bytes)
         try:
             await connection._exchange_api_versions(connect_timeout_s)
+            if security is not None and security.sasl_mechanism is not None:
+                await connection._authenticate(security, connect_timeout_s)
         except BaseException:
             await connection.aclose()
             raise
         return connection
+
+    async def _authenticate(self, security: PeerSecurity, timeout_s: float) -> None:
+        """SaslHandshake, then SaslAuthenticate until the exchange completes (PeerError if refused)."""
+        from trafka.broker.security.sasl.client import SaslClientError, client_exchange
+
+        mechanism = security.sasl_mechanism
+        handshake = await self.request(SaslHandshakeRequest(mechanism=mechanism), 1, timeout_s=timeout_s)
+        assert isinstance(handshake, SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.NONE:
+            raise PeerError(f"{self.address}: SASL mechanism {mechanism} refused "
+                            f"({_error_name(handshake.error_code)}; enabled: {', '.join(handshake.mechanisms)})")
+        exchange = client_exchange(mechanism, security.username, security.password)
+        token = exchange.first()
+        version = self.api_versions(ApiKey.SASL_AUTHENTICATE)
+        while True:
+            response = await self.request(SaslAuthenticateRequest(auth_bytes=token), version, timeout_s=timeout_s)
+            assert isinstance(response, SaslAuthenticateResponse)
+            if response.error_code != ErrorCode.NONE:
+                raise PeerError(f"{self.address}: SASL {mechanism} authentication as {security.username} failed: "
+                                f"{_error_name(response.error_code)} {response.error_message or ''}".rstrip())
+            try:
+                # SCRAM's PBKDF2 runs in the answer to the server's first message: off the event loop.
+                token = await trio.to_thread.run_sync(exchange.respond, bytes(response.auth_bytes))
+            except SaslClientError as exc:
+                raise PeerError(f"{self.address}: SASL {mechanism}: {exc}") from None
+            if exchange.complete:
+                return
 
     async def _exchange_api_versions(self, timeout_s: float) -> None:
         request = ApiVersionsRequest(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)

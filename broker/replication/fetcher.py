@@ -60,6 +60,7 @@ from typing import Protocol
 import trio
 
 from trafka.broker.peer import PeerConnection, PeerError
+from trafka.broker.security.inter_broker import PeerSecurity
 from trafka.storage.leader_epoch import UNDEFINED_EPOCH
 from trafka.storage.log import Log
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -353,6 +354,7 @@ class ReplicaFetcher:
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,  # replica.socket.timeout.ms
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         on_progress: Callable[[FollowerReplica], None] | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.source_id = source_id
@@ -365,6 +367,8 @@ class ReplicaFetcher:
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.on_progress = on_progress
+        #: TLS and SASL of the inter-broker listener (None: PLAINTEXT).
+        self.security = security
         self.client_id = f"broker-{node_id}-fetcher-{source_id}"
         #: Connections made so far (a new one after every outage).
         self.connect_count = 0
@@ -419,7 +423,8 @@ class ReplicaFetcher:
             await self._ready_partitions()  # connect only once there is something to fetch
             try:
                 connection = await PeerConnection.connect(
-                    host, port, client_id=self.client_id, connect_timeout_s=self.connect_timeout_ms / 1000
+                    host, port, client_id=self.client_id, connect_timeout_s=self.connect_timeout_ms / 1000,
+                    security=self.security,
                 )
             except PeerError as exc:
                 self._connection_failed(exc)

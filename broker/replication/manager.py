@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -27,6 +27,9 @@ from trafka.broker.cluster import BrokerRegistration, PartitionState
 from trafka.broker.config import BrokerConfig
 from trafka.broker.partition import NO_LEADER, Partition
 from trafka.broker.replication.fetcher import ReplicaFetcher
+
+if TYPE_CHECKING:
+    from trafka.broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +46,11 @@ class PartitionStates(Protocol):
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, cluster: PartitionStates) -> None:
+    def __init__(self, config: BrokerConfig, cluster: PartitionStates, *,
+                 security: PeerSecurity | None = None) -> None:
         self.config = config
+        #: TLS and SASL of the inter-broker listener, for the fetchers' connections (None: PLAINTEXT).
+        self.security = security
         self.node_id = config.node_id
         self.cluster = cluster
         self._leading: set[Partition] = set()
@@ -157,6 +163,7 @@ class ReplicaManager:
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes,
             backoff_ms=config.replica_fetch_backoff_ms,
+            security=self.security,
         )
         scope = trio.CancelScope()
         self._fetchers[source_id] = (fetcher, registration, scope)

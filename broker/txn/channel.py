@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 import trio
 
 from trafka.broker.peer import PeerConnection, PeerError
+from trafka.broker.security.inter_broker import PeerSecurity
 from trafka.broker.txn.markers import TxnMarker
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
@@ -64,8 +65,10 @@ class _Verification:
 class PeerChannel:
     """Connections to the other brokers for the transaction machinery: markers and verification."""
 
-    def __init__(self, live_brokers: Callable[[], Mapping[int, tuple[str, int, str | None]]]) -> None:
+    def __init__(self, live_brokers: Callable[[], Mapping[int, tuple[str, int, str | None]]], *,
+                 security: PeerSecurity | None = None) -> None:
         self._live_brokers = live_brokers
+        self._security = security
         self._connections: dict[tuple[int, str], PeerConnection] = {}
         self._connecting: dict[tuple[int, str], trio.Lock] = {}
         #: Verifications waiting for the request in flight to their coordinator, by broker id.
@@ -208,7 +211,7 @@ class PeerChannel:
                 return None
             host, port, _rack = address
             connection = await PeerConnection.connect(host, port, client_id=_CLIENT_IDS[purpose],
-                                                      connect_timeout_s=CONNECT_TIMEOUT_S)
+                                                      connect_timeout_s=CONNECT_TIMEOUT_S, security=self._security)
             self._connections[key] = connection
             return connection
 

@@ -1,0 +1,115 @@
+"""A three-broker cluster whose brokers talk to each other over a SASL_SSL inter-broker listener (TLS with the
+cluster's CA, SASL PLAIN or SCRAM-SHA-512 as the broker user), while clients use a PLAINTEXT listener:
+replication, a leader killed -9 and its partition failed over, and a transaction whose markers cross brokers."""
+from __future__ import annotations
+
+import socket
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import NewTopic
+
+from compat_tests.cluster import CLUSTER_SETTINGS, Cluster, wait, wait_until_registered
+from compat_tests.harness import BrokerProcess
+from trafka.broker.security.credentials import ScramCredentialStore, from_password
+
+BROKER_PASSWORD = "broker-secret"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _secure_cluster(zookeeper, directory, mechanism: str) -> Cluster:
+    from trafka.broker.security.dev_certs import create_dev_certificates
+
+    certs = create_dev_certificates(directory / "certs")
+    tls = {f"listener.name.internal.{name}": value
+           for name, value in certs.listener_settings(client_auth="required").items()}
+    # The broker's certificate serves as its client certificate too (mutual TLS between brokers).
+    tls.update({f"listener.name.internal.{name}": value for name, value in certs.client_settings("broker").items()})
+    if mechanism == "PLAIN":
+        jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+                f'password="{BROKER_PASSWORD}" user_broker="{BROKER_PASSWORD}";')
+    else:
+        jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                f'password="{BROKER_PASSWORD}";')
+    connect = f"{zookeeper.connect_string}/trafka-{uuid.uuid4().hex[:8]}"
+    brokers = []
+    for node_id in (1, 2, 3):
+        data_dir = directory / f"broker{node_id}"
+        data_dir.mkdir(parents=True)
+        if mechanism != "PLAIN":
+            store = ScramCredentialStore.load(data_dir)
+            store.set("broker", mechanism, from_password(mechanism, BROKER_PASSWORD, 4096))
+        internal = _free_port()
+        brokers.append(BrokerProcess(data_dir, name=f"broker{node_id}", overrides={
+            "broker.id": node_id, "zookeeper.connect": connect, **CLUSTER_SETTINGS,
+            "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            "listener.name.internal.sasl.enabled.mechanisms": mechanism,
+            f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config": jaas,
+            **tls,
+        }))
+    cluster = Cluster(brokers, connect)
+    try:
+        for broker in brokers:
+            broker.start()
+        wait_until_registered(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_replication_failover_and_transactions_over_a_sasl_ssl_inter_broker_listener(zookeeper, tmp_path, mechanism):
+    cluster = _secure_cluster(zookeeper, tmp_path, mechanism)
+    try:
+        admin = cluster.admin()
+        for future in admin.create_topics([NewTopic("replicated", 1, 3, config={"min.insync.replicas": "2"})]).values():
+            future.result(30)
+        wait(lambda: cluster.metadata("replicated")[0][2] == [1, 2, 3], "a full ISR (followers fetch over SASL_SSL)")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(50):
+            producer.produce("replicated", value=b"%d" % i)
+        assert producer.flush(30) == 0
+
+        leader = cluster.metadata("replicated")[0][0]
+        cluster.broker(leader).kill()
+        wait(lambda: cluster.metadata("replicated")[0][0] not in (leader, -1), "a new leader")
+        survivors = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(50, 60):
+            survivors.produce("replicated", value=b"%d" % i)
+        assert survivors.flush(30) == 0
+        cluster.broker(leader).start(cluster.broker(leader).port)  # on its port: clients know it there
+        wait(lambda: cluster.metadata("replicated")[0][2] == [1, 2, 3], "the old leader back in the ISR")
+
+        # A transaction over partitions led by different brokers: its markers travel between brokers.
+        for future in admin.create_topics([NewTopic("spread", 3, 2)]).values():
+            future.result(30)
+        transactional = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "secure-tx"})
+        transactional.init_transactions(30)
+        transactional.begin_transaction()
+        for partition in range(3):
+            transactional.produce("spread", value=b"tx-%d" % partition, partition=partition)
+        transactional.commit_transaction(30)
+
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})
+        consumer.subscribe(["replicated", "spread"])
+        values = []
+        try:
+            wait(lambda: values.extend(m.value() for m in consumer.consume(100, 0.5) if m.error() is None)
+                 or len(values) >= 63, "every record read back")
+        finally:
+            consumer.close()
+        assert sorted(v for v in values if not v.startswith(b"tx")) == sorted(b"%d" % i for i in range(60))
+        assert sorted(v for v in values if v.startswith(b"tx")) == [b"tx-0", b"tx-1", b"tx-2"]
+    finally:
+        cluster.close()
