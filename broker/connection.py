@@ -118,7 +118,15 @@ class ServedConnection:
                 return
             from trafka.broker.security.authentication import ConnectionSession
 
-            self.session = ConnectionSession.for_listener(self.listener, self.sasl, self._tls_principal())
+            from trafka.broker.security.principal import NoMatchingRule
+
+            try:
+                principal = self._tls_principal()
+            except NoMatchingRule as exc:
+                log.info("closing connection %s from %s on listener %s: %s", self.connection_id, self.peer,
+                         self.listener.name, exc)
+                return
+            self.session = ConnectionSession.for_listener(self.listener, self.sasl, principal)
             await self._serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
             log.debug("connection %s from %s closed: %s", self.connection_id, self.peer, exc)

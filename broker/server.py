@@ -155,10 +155,15 @@ def _tls_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:
     contexts: dict[str, ssl.SSLContext] = {}
     for served in config.listeners:
         if served.uses_tls:
+            from trafka.broker.security.principal import SslPrincipalMapper
             from trafka.broker.security.tls import TlsConfigError, server_context
 
+            settings = listener_settings(config.properties, served.name, "ssl.")
+            if served.uses_sasl and f"listener.name.{served.name.lower()}.ssl.client.auth" not in config.properties:
+                settings.pop("ssl.client.auth", None)  # KIP-684: only the listener's own setting counts on SASL_SSL
             try:
-                contexts[served.name] = server_context(listener_settings(config.properties, served.name, "ssl."))
+                contexts[served.name] = server_context(settings)
+                SslPrincipalMapper.from_rules(settings.get("ssl.principal.mapping.rules"))  # refused now, not later
             except TlsConfigError as exc:
                 raise ConfigError(f"listener {served.name}: {exc}") from None
     return contexts
