@@ -432,6 +432,9 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             "Mechanism brokers authenticate to each other with."),
     _broker("sasl.jaas.config", _T.PASSWORD, None,
             "JAAS login module line of a mechanism (usually set per listener and mechanism)."),
+    _broker("java.security.auth.login.config", _T.STRING, None,
+            "JAAS file whose KafkaServer sections (or <listener>.KafkaServer) configure SASL, where no "
+            "sasl.jaas.config is set (Kafka takes it as the JVM's system property)."),
     _broker("connections.max.reauth.ms", _T.LONG, 0,
             "Longest session of a SASL connection before it must authenticate again (KIP-368); 0: no limit.",
             minimum=0),
