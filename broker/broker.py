@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from trafka.broker.txn.coordinator import TransactionCoordinator
     from trafka.broker.txn.markers import TxnMarker
     from trafka.broker.metrics import Metrics
-    from trafka.broker.security.credentials import ScramCredentialStore
+    from trafka.broker.cluster.users import ClusterScramCredentials
+    from trafka.broker.security.credentials import AlterResult, Deletion, ScramCredentialStore, Upsertion
     from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class Broker:
             cluster_id=config.cluster_id,
         )
         self.catalog = TopicCatalog(config.data_dir)
-        self._scram_credentials: ScramCredentialStore | None = None
+        self._scram_credentials: ScramCredentialStore | ClusterScramCredentials | None = None
         #: The cluster this broker is one of (broker.cluster), or None: a single node.
         self.cluster: ZooKeeperCluster | None = None
         self.replicas: ReplicaManager | None = None
@@ -160,14 +161,27 @@ class Broker:
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
 
-    def scram_credentials(self) -> ScramCredentialStore:
-        """The SCRAM credentials that SASL's SCRAM-SHA-256/512 check and AlterUserScramCredentials keeps,
-        read from the data directory on the first call."""
+    def scram_credentials(self) -> ScramCredentialStore | ClusterScramCredentials:
+        """The SCRAM credentials that SASL's SCRAM-SHA-256/512 check and AlterUserScramCredentials keeps: a
+        single node's in its data directory (read on the first call), a cluster's in ZooKeeper."""
         if self._scram_credentials is None:
-            from trafka.broker.security.credentials import ScramCredentialStore
+            if self.cluster is not None:
+                from trafka.broker.cluster.users import ClusterScramCredentials
 
-            self._scram_credentials = ScramCredentialStore.load(self.config.data_dir)
+                self._scram_credentials = ClusterScramCredentials(self.cluster)
+            else:
+                from trafka.broker.security.credentials import ScramCredentialStore
+
+                self._scram_credentials = ScramCredentialStore.load(self.config.data_dir)
         return self._scram_credentials
+
+    async def alter_scram_credentials(self, deletions: Sequence[Deletion],
+                                      upsertions: Sequence[Upsertion]) -> list[AlterResult]:
+        """AlterUserScramCredentials: validate and apply (in a worker thread where a file is written)."""
+        store = self.scram_credentials()
+        if self.cluster is not None:
+            return await store.alter(deletions, upsertions)
+        return await trio.to_thread.run_sync(store.alter, deletions, upsertions)
 
     def group_coordinator(self) -> GroupCoordinator:
         """The group coordinator: consumer groups and their committed offsets (kept in

@@ -12,7 +12,7 @@ from confluent_kafka.admin import NewTopic
 
 from compat_tests.cluster import CLUSTER_SETTINGS, Cluster, wait, wait_until_registered
 from compat_tests.harness import BrokerProcess
-from trafka.broker.security.credentials import ScramCredentialStore, from_password
+from trafka.broker.security.credentials import encode_zk_user_config, from_password, zk_user_path
 
 BROKER_PASSWORD = "broker-secret"
 
@@ -23,7 +23,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _secure_cluster(zookeeper, directory, mechanism: str) -> Cluster:
+def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, object, dict[int, int]]:
     from trafka.broker.security.dev_certs import create_dev_certificates
 
     certs = create_dev_certificates(directory / "certs")
@@ -37,15 +37,26 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> Cluster:
     else:
         jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
                 f'password="{BROKER_PASSWORD}";')
-    connect = f"{zookeeper.connect_string}/trafka-{uuid.uuid4().hex[:8]}"
+    chroot = f"/trafka-{uuid.uuid4().hex[:8]}"
+    connect = f"{zookeeper.connect_string}{chroot}"
+    if mechanism != "PLAIN":
+        # The brokers' own SCRAM user, created before any broker runs, where Kafka keeps it.
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=zookeeper.connect_string)
+        client.start(timeout=10)
+        try:
+            client.create(chroot + zk_user_path("broker"), encode_zk_user_config(
+                {mechanism: from_password(mechanism, BROKER_PASSWORD, 4096)}), makepath=True)
+        finally:
+            client.stop()
+            client.close()
     brokers = []
+    internal_ports = {}
     for node_id in (1, 2, 3):
         data_dir = directory / f"broker{node_id}"
         data_dir.mkdir(parents=True)
-        if mechanism != "PLAIN":
-            store = ScramCredentialStore.load(data_dir)
-            store.set("broker", mechanism, from_password(mechanism, BROKER_PASSWORD, 4096))
-        internal = _free_port()
+        internal = internal_ports[node_id] = _free_port()
         brokers.append(BrokerProcess(data_dir, name=f"broker{node_id}", overrides={
             "broker.id": node_id, "zookeeper.connect": connect, **CLUSTER_SETTINGS,
             "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal}",
@@ -64,12 +75,12 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> Cluster:
     except BaseException:
         cluster.close()
         raise
-    return cluster
+    return cluster, certs, internal_ports
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_replication_failover_and_transactions_over_a_sasl_ssl_inter_broker_listener(zookeeper, tmp_path, mechanism):
-    cluster = _secure_cluster(zookeeper, tmp_path, mechanism)
+    cluster, certs, internal_ports = _secure_cluster(zookeeper, tmp_path, mechanism)
     try:
         admin = cluster.admin()
         for future in admin.create_topics([NewTopic("replicated", 1, 3, config={"min.insync.replicas": "2"})]).values():
@@ -111,5 +122,27 @@ def test_replication_failover_and_transactions_over_a_sasl_ssl_inter_broker_list
             consumer.close()
         assert sorted(v for v in values if not v.startswith(b"tx")) == sorted(b"%d" % i for i in range(60))
         assert sorted(v for v in values if v.startswith(b"tx")) == [b"tx-0", b"tx-1", b"tx-2"]
+    finally:
+        cluster.close()
+
+
+def test_a_user_created_on_one_broker_logs_in_on_the_others(zookeeper, tmp_path):
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    cluster, certs, internal_ports = _secure_cluster(zookeeper, tmp_path, "SCRAM-SHA-512")
+    try:
+        first = AdminClient({"bootstrap.servers": f"{cluster.broker(1).host}:{cluster.broker(1).port}"})
+        upsert = UserScramCredentialUpsertion("dana", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                              b"dana-secret")
+        for future in first.alter_user_scram_credentials([upsert]).values():
+            future.result(20)
+        broker = certs.broker  # the listener requires a client certificate: dana presents the broker's
+        for node_id in (2, 3):
+            dana = AdminClient({
+                "bootstrap.servers": f"localhost:{internal_ports[node_id]}", "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "dana", "sasl.password": "dana-secret",
+                "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(broker.certificate),
+                "ssl.key.location": str(broker.key)})
+            wait(lambda: dana.list_topics(timeout=5).brokers, f"dana logging in on broker {node_id}")
     finally:
         cluster.close()

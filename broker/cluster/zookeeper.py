@@ -14,8 +14,9 @@ Every broker also follows the topics, as Kafka lays them out:
 ``/brokers/topics/<t>/partitions/<p>/state``    the partition's leader, leader epoch and ISR (PartitionState)
 ``/config/topics/<t>``                          the topic's configs
 ``/admin/delete_topics/<t>``                    a request to delete the topic, carried out by the controller
+``/config/users/<u>``                           the user's SCRAM credentials (and its quotas)
 
-It keeps ``topics``, ``partition_states`` and ``topic_configs`` current and tells its listeners what
+It keeps ``topics``, ``partition_states``, ``topic_configs`` and ``user_credentials`` current and tells its listeners what
 changed (a ``ClusterChange``). A watch is set on each of these znodes, and a watch that fires has only
 its znode read again: clusters have thousands of partitions.
 
@@ -76,6 +77,14 @@ from trafka.broker.cluster.controller import (
     settle_replicas,
     start_reassignment,
 )
+from trafka.broker.security.credentials import (
+    ScramCredential,
+    decode_zk_user_config,
+    desanitize,
+    encode_zk_user_config,
+    zk_user_change_notification,
+    zk_user_path,
+)
 from trafka.broker.topics import check_reassignment_target
 from trafka.wire.errors import ErrorCode, KafkaError
 
@@ -86,6 +95,7 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_USERS = "/config/users"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 DELETE_TOPICS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
@@ -158,6 +168,8 @@ def classify(path: str) -> tuple[str, str | None, int | None]:
         return "deletions", None, None
     if path.startswith(CONFIG_TOPICS + "/") and "/" not in path[len(CONFIG_TOPICS) + 1:]:
         return "config", path[len(CONFIG_TOPICS) + 1:], None
+    if path == CONFIG_USERS or path.startswith(CONFIG_USERS + "/"):
+        return "users", None, None
     if path.startswith(BROKER_TOPICS + "/"):
         parts = path[len(BROKER_TOPICS) + 1:].split("/")
         if len(parts) == 1:
@@ -193,6 +205,8 @@ class _Reading:
     states_gone: set[tuple[str, int]] = field(default_factory=set)
     #: State znodes to read at the end of the reading, all at once.
     state_keys: list[tuple[str, int]] = field(default_factory=list)
+    #: Every user's SCRAM credentials (``/config/users``), when they were read.
+    users: dict[str, dict[str, ScramCredential]] | None = None
 
 
 class ZooKeeperCluster:
@@ -225,6 +239,8 @@ class ZooKeeperCluster:
         self.topics: dict[str, TopicAssignment] = {}
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
+        #: SCRAM credentials, user -> mechanism -> credential, as ``/config/users`` holds them.
+        self.user_credentials: dict[str, dict[str, ScramCredential]] = {}
         self._listeners: list[Callable[[ClusterChange], object]] = []
         self._client: KazooClient | None = None
         self._wakeup = trio.Event()
@@ -606,6 +622,8 @@ class ZooKeeperCluster:
         for topic, _ in kinds.get("config", []):
             if topic not in reading.configs and topic in self.topics and topic not in reading.topics_gone:
                 reading.configs[topic] = self._read_config(client, topic)
+        if full or "users" in kinds:
+            reading.users = self._read_users(client)
         for topic, partition in kinds.get("state", []):
             if topic not in reading.topics_gone and (topic in self.topics or topic in reading.topics):
                 reading.state_keys.append((topic, partition))  # type: ignore[arg-type]
@@ -635,6 +653,42 @@ class ZooKeeperCluster:
         reading.brokers = brokers
         reading.controller_id, reading.elected = self._controller(client)
         reading.controller_epoch = _read_epoch(client, self._watch)
+
+    def _read_users(self, client: KazooClient) -> dict[str, dict[str, ScramCredential]]:
+        """Every user's SCRAM credentials, watching ``/config/users`` and each user's node."""
+        users: dict[str, dict[str, ScramCredential]] = {}
+        try:
+            children = client.get_children(CONFIG_USERS, watch=self._watch)
+        except NoNodeError:
+            client.exists(CONFIG_USERS, watch=self._watch)
+            return users
+        for child in children:
+            try:
+                data, _ = client.get(f"{CONFIG_USERS}/{child}", watch=self._watch)
+                credentials, _other = decode_zk_user_config(data)
+            except NoNodeError:
+                continue
+            except ValueError as exc:
+                log.error("cannot read the credentials of user %s at %s/%s: %s", desanitize(child), CONFIG_USERS,
+                          child, exc)
+                continue
+            if credentials:
+                users[desanitize(child)] = credentials
+        return users
+
+    async def set_user_credentials(self, changes: Mapping[str, Mapping[str, ScramCredential]]) -> None:
+        """Replace users' SCRAM credentials (an empty mapping removes them) where Kafka keeps them,
+        ``/config/users/<user>`` (other settings of the user, quotas, are kept), each with the change
+        notification Kafka's brokers look for. Every broker of the cluster watches them: a user created on
+        one broker authenticates on the others at once; this broker's view has it on return."""
+        client = self._joined()
+        async with self._lock:
+            await _in_worker("changing SCRAM credentials", _write_user_credentials, client, dict(changes))
+            for user, credentials in changes.items():
+                if credentials:
+                    self.user_credentials[user] = dict(credentials)
+                else:
+                    self.user_credentials.pop(user, None)
 
     def _controller(self, client: KazooClient) -> tuple[int | None, tuple[int, int] | None]:
         """The controller's id, after this broker stood for election if the post was free, with this
@@ -1088,6 +1142,8 @@ class ZooKeeperCluster:
             elif old != assignment:
                 changed.add(name)
             self.topics[name] = assignment
+        if reading.users is not None:
+            self.user_credentials = reading.users
         for name, configs in reading.configs.items():
             if name in self.topics and self.topic_configs.get(name) != configs:
                 if name not in created:
@@ -1217,6 +1273,21 @@ def _write_topic_configs(client: KazooClient, name: str, configs: dict[str, str]
         client.set(config_path(name), encode_topic_config(configs))
     notification = _dumps({"version": 2, "entity_path": f"topics/{name}"})
     client.create(f"{CONFIG_CHANGES}/config_change_", notification, sequence=True, makepath=True)
+
+
+def _write_user_credentials(client: KazooClient, changes: dict[str, Mapping[str, ScramCredential]]) -> None:
+    for user, credentials in changes.items():
+        path = zk_user_path(user)
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            if credentials:
+                client.create(path, encode_zk_user_config(credentials), makepath=True)
+        else:
+            _old, other = decode_zk_user_config(data)
+            client.set(path, encode_zk_user_config(credentials, other), version=stat.version)
+        client.create(f"{CONFIG_CHANGES}/config_change_", zk_user_change_notification(user), sequence=True,
+                      makepath=True)
 
 
 def _claim_producer_id_block(client: KazooClient, node_id: int, size: int) -> tuple[int, int]:

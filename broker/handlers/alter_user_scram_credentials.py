@@ -5,12 +5,11 @@ salt and the salted password (it ran PBKDF2), the broker keeps the derived Store
 user is altered at most once per request (DUPLICATE_RESOURCE otherwise); an empty name is
 UNACCEPTABLE_CREDENTIAL, an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside
 4096-16384 UNACCEPTABLE_CREDENTIAL, deleting a credential that does not exist RESOURCE_NOT_FOUND. The
-accepted changes are written to the data directory together (in a worker thread) before the answer, and
-a user authenticates with a new credential at once.
+accepted changes are written together before the answer (to the data directory of a single node, to
+ZooKeeper's ``/config/users`` in a cluster, where every broker follows them), and a user authenticates
+with a new credential at once.
 """
 from __future__ import annotations
-
-import trio
 
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.wire.messages import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
@@ -28,8 +27,7 @@ async def handle_alter_user_scram_credentials(
     deletions = [Deletion(d.name, d.mechanism) for d in request.deletions]
     upsertions = [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
                   for u in request.upsertions]
-    store = ctx.broker.scram_credentials()
-    results = await trio.to_thread.run_sync(store.alter, deletions, upsertions)
+    results = await ctx.broker.alter_scram_credentials(deletions, upsertions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[Result(user=r.user, error_code=r.error, error_message=r.message) for r in results])
