@@ -43,7 +43,7 @@ from trafka.broker.handlers.api_versions import api_versions_response
 from trafka.wire.chunks import Chunk, FileSlice
 from trafka.wire.errors import ErrorCode
 from trafka.wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
-from trafka.wire.protocol import ApiKey
+from trafka.wire.protocol import RESPONSES, ApiKey
 
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
@@ -232,6 +232,9 @@ class ServedConnection:
         if refusal is not None:
             log.info("closing connection %s from %s on listener %s: %s", self.connection_id, self.peer,
                      self.listener.name, refusal)
+            if self.session.answers_refusal:
+                # During the exchange Kafka answers such a request with its error response, then closes.
+                await self.send_chunks(self.protocol.send_response(header, _illegal_sasl_state(header.api_key)))
             return False
         handler = REGISTRY.get(header.api_key)
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id,
@@ -381,6 +384,15 @@ class ServedConnection:
             await self.stream.send_all(data)
             position += len(data)
             remaining -= len(data)
+
+
+def _illegal_sasl_state(api_key: int):
+    """The response of ``api_key`` that says ILLEGAL_SASL_STATE where it has a top-level error, and is empty
+    otherwise."""
+    response = RESPONSES[api_key]()
+    if any(field.name == "error_code" for field in response.FIELDS):
+        response.error_code = ErrorCode.ILLEGAL_SASL_STATE
+    return response
 
 
 def _api_name(api_key: int) -> str:

@@ -155,6 +155,12 @@ class ConnectionSession:
         return self.state is AuthState.AUTHENTICATED
 
     @property
+    def answers_refusal(self) -> bool:
+        """A refused request gets its error response before the connection closes: during the exchange
+        that SaslHandshake v1 started, as Kafka answers it."""
+        return self.state is AuthState.AUTHENTICATE and self.handshake_version >= 1
+
+    @property
     def has_failed(self) -> bool:
         """Its authentication failed: the connection closes once the answer is sent."""
         return self.state is AuthState.FAILED

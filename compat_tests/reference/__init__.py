@@ -62,11 +62,19 @@ class KafkaBroker(ChildProcess):
     #: Every Kafka started by the tests, so that a failing test can print their logs.
     started: list[KafkaBroker] = []
 
-    def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "kafka"):
+    def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "kafka",
+                 listeners: Mapping[str, str] | None = None, scram_users: Sequence[str] = ()):
+        """``listeners``: more listeners beside PLAINTEXT, name -> security protocol (each on a free port, see
+        ``ports``); ``scram_users``: Kafka's storage tool's ``--add-scram`` entries, made at the format
+        (``SCRAM-SHA-256=[name=bob,password=bob-secret]``)."""
         KafkaBroker.started.append(self)
         self.data_dir = Path(data_dir)
         self.overrides = {key: str(value) for key, value in (overrides or {}).items()}
         self.name = name
+        self.listeners = dict(listeners or {})
+        self.scram_users = tuple(scram_users)
+        #: The port of each listener of ``listeners``.
+        self.ports: dict[str, int] = {}
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.stderr.log"
         self.properties_path = self.data_dir.parent / f"{self.data_dir.name}.properties"
         self.port = 0
@@ -81,9 +89,21 @@ class KafkaBroker(ChildProcess):
         if not _has_java():
             raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
         self.port = _free_port()
-        write_properties(self.properties_path, self.data_dir, self.port, _free_port(), self.overrides)
+        self.ports = {name: self.ports.get(name) or _free_port() for name in self.listeners}
+        overrides = dict(self.overrides)
+        if self.listeners:
+            controller_port = _free_port()
+            extra = ",".join(f"{name}://{HOST}:{port}" for name, port in self.ports.items())
+            overrides.setdefault("listeners", f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{controller_port},"
+                                              f"{extra}")
+            overrides.setdefault("advertised.listeners", f"PLAINTEXT://{HOST}:{self.port},{extra}")
+            overrides.setdefault("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT," + ",".join(
+                f"{name}:{protocol}" for name, protocol in self.listeners.items()))
+        else:
+            controller_port = _free_port()
+        write_properties(self.properties_path, self.data_dir, self.port, controller_port, overrides)
         if not (self.data_dir / "meta.properties").exists():
-            format_storage(self.properties_path)
+            format_storage(self.properties_path, scram_users=self.scram_users)
         self._launch(java_command("kafka.Kafka", str(self.properties_path)))
         return self
 
@@ -183,10 +203,13 @@ def write_properties(path: Path, data_dir: Path, port: int, controller_port: int
     Path(path).write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
 
 
-def format_storage(properties_path: Path, *, jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
-    """Format the data directory named in ``properties_path`` for a new cluster, with Kafka's storage tool."""
+def format_storage(properties_path: Path, *, jvm_options: Sequence[str] = JVM_OPTIONS,
+                   scram_users: Sequence[str] = ()) -> None:
+    """Format the data directory named in ``properties_path`` for a new cluster, with Kafka's storage tool
+    (creating the SCRAM users given as its ``--add-scram`` entries)."""
     # (--cluster-id=ID: a random id may begin with "-", which would read as an option)
-    arguments = ("format", f"--cluster-id={_cluster_id()}", "-c", str(properties_path))
+    arguments = ("format", f"--cluster-id={_cluster_id()}", "-c", str(properties_path),
+                 *(argument for user in scram_users for argument in ("--add-scram", user)))
     result = subprocess.run(java_command("kafka.tools.StorageTool", *arguments, jvm_options=jvm_options),
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:

@@ -10,11 +10,9 @@ What the client is told (SaslAuthenticate's error_message):
 - wrong password or unknown user: ``Authentication failed: Invalid username or password``;
 - an authzid other than the user: ``Authentication failed: Client requested an authorization id that is
   different from username``;
-- an empty user name or password, or a token without its separators: Kafka's message for invalid
-  credentials, ``Authentication failed during authentication due to invalid credentials with SASL mechanism
-  PLAIN`` (the reason, for the log, is in the error's ``detail``).
-
-Like Kafka, the token is cut at its first three fields: anything after a third NUL is ignored.
+- a token that is not three NUL-separated fields: ``Invalid SASL/PLAIN response: expected 3 tokens, got
+  <n>`` (as Kafka counts them: at most four, the fourth whatever follows a third NUL);
+- an empty user name or password: ``Authentication failed: username not specified`` (``password``).
 """
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 
 from trafka.broker.security.jaas import PLAIN_LOGIN_MODULE, JaasEntry
-from trafka.broker.security.sasl.exchange import Rejected, SaslAuthenticationError, SaslServerExchange
+from trafka.broker.security.sasl.exchange import SaslAuthenticationError, SaslServerExchange
 
 MECHANISM = "PLAIN"
 _USER_PREFIX = "user_"
@@ -45,9 +43,10 @@ def users_from_jaas(entries: Iterable[JaasEntry]) -> dict[str, str]:
 
 
 def _split(message: str) -> tuple[str, str, str]:
-    # Kafka's split: up to three fields, missing ones empty, anything after a third NUL dropped.
-    fields = message.split("\0", 3)[:3]
-    fields += [""] * (3 - len(fields))
+    # Kafka's split: up to four fields (the fourth, whatever follows a third NUL); three are expected.
+    fields = message.split("\0", 3)
+    if len(fields) != 3:
+        raise SaslAuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(fields)}")
     return fields[0], fields[1], fields[2]
 
 
@@ -61,9 +60,9 @@ class PlainExchange(SaslServerExchange):
     def _evaluate(self, token: bytes) -> bytes:
         authzid, username, password = _split(token.decode("utf-8", errors="replace"))
         if not username:
-            raise Rejected("Authentication failed: username not specified")
+            raise SaslAuthenticationError("Authentication failed: username not specified")
         if not password:
-            raise Rejected("Authentication failed: password not specified")
+            raise SaslAuthenticationError("Authentication failed: password not specified")
         expected = self._users.get(username)
         # The same comparison for an unknown user: its time says nothing about which users exist.
         reference = expected if expected is not None else "\0" + password
