@@ -43,6 +43,8 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
@@ -145,6 +147,7 @@ public final class Driver {
             case "txn_abort": txnProducer(c).abortTransaction(); return null;
             case "txn_close": return txnClose(c);
             case "isolated_consume": return isolatedConsume(c);
+            case "produce_consume_for": return produceConsumeFor(c);
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
         }
     }
@@ -324,6 +327,7 @@ public final class Driver {
         Properties config = c.clientConfig();
         config.put("request.timeout.ms", "10000");
         config.put("default.api.timeout.ms", "20000");
+        config.putAll(c.settings());
         try (Admin admin = Admin.create(config)) {
             return action.apply(admin);
         }
@@ -586,6 +590,97 @@ public final class Driver {
         }
     }
 
+    // ------------------------------------------------------------------------------------------ streaming
+
+    /** The connection and authentication counters of the Java client's selector (its `*-metrics` group). */
+    static final Set<String> SESSION_METRICS = Set.of("connection-creation-total", "connection-close-total",
+            "successful-authentication-total", "failed-authentication-total", "successful-reauthentication-total",
+            "failed-reauthentication-total");
+
+    static Map<String, Object> sessionMetrics(Map<MetricName, ? extends Metric> metrics) {
+        Map<String, Object> found = new TreeMap<>();
+        for (Map.Entry<MetricName, ? extends Metric> entry : metrics.entrySet()) {
+            MetricName name = entry.getKey();
+            if (SESSION_METRICS.contains(name.name()) && name.group().endsWith("-metrics")
+                    && !name.group().contains("node")) {
+                found.merge(name.name(), ((Number) entry.getValue().metricValue()).longValue(),
+                        (a, b) -> (Long) a + (Long) b);
+            }
+        }
+        return found;
+    }
+
+    /**
+     * For {duration_ms}: a producer sends one record every {interval_ms} (values "0", "1", ...) to {topic} while a
+     * consumer in group {group_id} reads it; then the consumer reads on until it has every record sent or
+     * {drain_ms} passed. Returns what was sent and read (in order); the longest a record took from send to
+     * receipt once the first record was read (the group had joined); the longest pause between two records read
+     * while records were being sent; and both clients' connection and (re-)authentication counters. A failure
+     * of either client fails the command.
+     */
+    private Object produceConsumeFor(Command c) throws Exception {
+        String topic = c.string("topic");
+        long durationMs = c.longValue("duration_ms");
+        long intervalMs = c.longValue("interval_ms", 50);
+        long drainMs = c.longValue("drain_ms", 20000);
+        Properties producerConfig = c.clientConfig();
+        producerConfig.put("key.serializer", ByteArraySerializer.class.getName());
+        producerConfig.put("value.serializer", ByteArraySerializer.class.getName());
+        producerConfig.put("linger.ms", "0");
+        producerConfig.put("max.block.ms", "15000");
+        producerConfig.put("delivery.timeout.ms", "20000");
+        producerConfig.put("request.timeout.ms", "10000");
+        Properties consumerConfig = consumerConfig(c);
+        consumerConfig.put("group.id", c.string("group_id"));
+        consumerConfig.put("fetch.max.wait.ms", "100");
+        consumerConfig.putAll(c.settings());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerConfig);
+             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig)) {
+            consumer.subscribe(List.of(topic));
+            Map<Long, Long> sentAt = new HashMap<>();
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            List<Object> received = new ArrayList<>();
+            long maxLatency = 0;
+            long maxPause = 0;
+            long lastReceipt = -1;
+            long firstReceipt = -1;
+            long start = System.currentTimeMillis();
+            long nextSend = start;
+            boolean sending = true;
+            long drainDeadline = Long.MAX_VALUE;
+            while (true) {
+                long now = System.currentTimeMillis();
+                if (sending && now - start >= durationMs) {
+                    sending = false;
+                    producer.flush();
+                    for (Future<RecordMetadata> future : sent) future.get();
+                    drainDeadline = System.currentTimeMillis() + drainMs;
+                }
+                if (!sending && (received.size() >= sent.size() || now > drainDeadline)) break;
+                if (sending && now >= nextSend) {
+                    long seq = sent.size();
+                    sentAt.put(seq, now);
+                    sent.add(producer.send(new ProducerRecord<>(topic, String.valueOf(seq).getBytes(StandardCharsets.UTF_8))));
+                    nextSend += intervalMs;
+                }
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(Math.min(intervalMs, 20)))) {
+                    long at = System.currentTimeMillis();
+                    long seq = Long.parseLong(new String(r.value(), StandardCharsets.UTF_8));
+                    received.add(seq);
+                    Long when = sentAt.get(seq);
+                    if (firstReceipt < 0) firstReceipt = at;
+                    if (when != null && when >= firstReceipt) maxLatency = Math.max(maxLatency, at - when);
+                    if (lastReceipt >= 0 && sending) maxPause = Math.max(maxPause, at - lastReceipt);
+                    lastReceipt = at;
+                }
+            }
+            if (!received.isEmpty()) consumer.commitSync();
+            return map("sent", sent.size(), "received", received, "max_latency_ms", maxLatency,
+                    "max_pause_ms", maxPause, "producer", sessionMetrics(producer.metrics()),
+                    "consumer", sessionMetrics(consumer.metrics()));
+        }
+    }
+
     // ------------------------------------------------------------------------------------------ helpers
 
     static Map<String, Object> describe(Throwable failure) {
@@ -699,10 +794,18 @@ public final class Driver {
             return settings;
         }
 
+        /**
+         * What every client a command makes starts from: its bootstrap servers, the driver's client id, and the
+         * command's `properties` (Kafka client properties such as security.protocol, ssl.*, sasl.*), which the
+         * settings a command sets for one kind of client may then override.
+         */
         Properties clientConfig() {
             Properties config = new Properties();
             config.put("bootstrap.servers", string("bootstrap"));
             config.put("client.id", "trafka-compat-java");
+            if (has("properties")) {
+                new Command(get("properties")).raw().forEach((k, v) -> config.put(k, String.valueOf(v)));
+            }
             return config;
         }
     }
