@@ -4,8 +4,12 @@
 // {"name", "type", "types", "codes", "message"}} where `types`/`codes` are the Kafka errors kafkajs
 // reported (outermost first).
 // Keys, values and header values travel base64-encoded (null stays null); kafkajs logs go to stderr.
+// Every command may carry the client's security settings (see `securityOf`): `ssl` (true, or
+// {ca, cert, key} as paths of PEM files) and `sasl` ({mechanism: 'plain' | 'scram-sha-256' |
+// 'scram-sha-512', username, password} or {mechanism: 'oauthbearer', token}).
 'use strict'
 
+const fs = require('fs')
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 const COMPRESSION = {
@@ -19,11 +23,37 @@ const COMPRESSION = {
 const toBuffer = b64 => (b64 === null || b64 === undefined ? null : Buffer.from(b64, 'base64'))
 const fromBuffer = buf => (buf === null || buf === undefined ? null : Buffer.from(buf).toString('base64'))
 
+// kafkajs's `ssl` and `sasl` options from a command's: PEM files read here, an OAUTHBEARER token handed
+// over by a provider (kafkajs asks it for {value} before each authentication).
+function securityOf(command) {
+  const options = {}
+  if (command.ssl === true) {
+    options.ssl = true
+  } else if (command.ssl) {
+    const pem = path => fs.readFileSync(path, 'utf8')
+    options.ssl = {
+      ...(command.ssl.ca ? { ca: [pem(command.ssl.ca)] } : {}),
+      ...(command.ssl.cert ? { cert: pem(command.ssl.cert) } : {}),
+      ...(command.ssl.key ? { key: pem(command.ssl.key) } : {}),
+    }
+  }
+  if (command.sasl) {
+    const { mechanism, username, password, token } = command.sasl
+    options.sasl =
+      mechanism === 'oauthbearer'
+        ? { mechanism, oauthBearerProvider: async () => ({ value: token }) }
+        : { mechanism, username, password }
+  }
+  return options
+}
+
 function kafkaFor(command) {
   return new Kafka({
     clientId: 'trafka-compat-kafkajs',
     brokers: [command.bootstrap],
+    ...securityOf(command),
     connectionTimeout: 5000,
+    authenticationTimeout: 5000,
     requestTimeout: 10000,
     retry: { retries: command.retries ?? 3, initialRetryTime: 100, maxRetryTime: 1000 },
     logLevel: logLevel.WARN,
