@@ -9,12 +9,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from compat_tests.security import free_port as _free_port
 
 
 def test_each_client_is_told_the_addresses_of_its_own_listener(tmp_path):

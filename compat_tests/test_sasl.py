@@ -3,7 +3,6 @@ OAUTHBEARER (unsecured tokens) over SASL_PLAINTEXT and SASL_SSL; refusals with K
 another client served meanwhile; re-authentication (KIP-368) keeping a long consumer going."""
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -11,18 +10,9 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
+from compat_tests.security import MECHANISMS, OAUTH_JAAS, PLAIN_JAAS
+from compat_tests.security import free_port as _free_port
 from trafka.broker.security.credentials import ScramCredentialStore, from_password
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
-OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
-MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _sasl_broker(tmp_path, protocol: str = "SASL_PLAINTEXT", **more: object):

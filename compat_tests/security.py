@@ -1,0 +1,62 @@
+"""What the security tests share: free ports for extra listeners, the brokers' JAAS settings, SCRAM users
+written into a data directory before a broker starts, unsecured OAUTHBEARER tokens as Kafka's own client
+makes them, and the Java client's ``sasl.jaas.config`` for each mechanism."""
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The broker's PLAIN users (admin, alice) as Kafka's PlainLoginModule lists them.
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+#: Kafka's unsecured OAUTHBEARER validator, the broker's default (no options).
+OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def add_scram_users(data_dir: Path, users: Mapping[str, str], iterations: int = 4096) -> None:
+    """Store SCRAM-SHA-256 and SCRAM-SHA-512 credentials of ``users`` (name -> password) in ``data_dir``,
+    where a broker started on it finds them."""
+    from trafka.broker.security.credentials import ScramCredentialStore, from_password
+
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    store = ScramCredentialStore.load(Path(data_dir))
+    for user, password in users.items():
+        for mechanism in SCRAM_MECHANISMS:
+            store.set(user, mechanism, from_password(mechanism, password, iterations))
+
+
+def _b64url(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+
+def unsecured_token(principal: str, lifetime_s: float = 3600, **claims: object) -> str:
+    """An unsecured JWS for ``principal`` as Kafka's OAuthBearerUnsecuredLoginCallbackHandler makes it:
+    ``{"alg":"none"}``, the claims ``sub``, ``iat`` and ``exp`` (plus ``claims``) in seconds with millisecond
+    precision, base64url without padding, and an empty signature. (A finer ``iat`` can be a fraction of a
+    millisecond after the broker's clock, which Kafka's validator reads in whole milliseconds, and is refused.)"""
+    now = time.time_ns() // 1_000_000 / 1000
+    body = {"sub": principal, "iat": now, "exp": round(now + lifetime_s, 3), **claims}
+    return f"{_b64url({'alg': 'none'})}.{_b64url(body)}."
+
+
+def java_jaas(mechanism: str, user: str, password: str = "") -> str:
+    """The Java client's ``sasl.jaas.config`` for ``mechanism``: PlainLoginModule or ScramLoginModule with a
+    username and password, or OAuthBearerLoginModule making unsecured tokens whose subject is ``user``."""
+    if mechanism == "OAUTHBEARER":
+        return ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                f'unsecuredLoginStringClaim_sub="{user}";')
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    return f'{module} required username="{user}" password="{password}";'
