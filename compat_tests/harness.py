@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import resource
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from trafka.broker.tools.processes import terminate
 
 READY_LINE = re.compile(
     r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) node_id=(?P<node_id>-?\d+) data_dir=(?P<data_dir>.*)$"
@@ -113,14 +114,8 @@ class BrokerProcess:
     def stop(self, timeout: float = STOP_TIMEOUT) -> int:
         """Clean shutdown: SIGTERM, then wait for the process to exit. Returns its exit code."""
         process = self._require_process()
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise AssertionError(f"{self.name} did not exit within {timeout} s of SIGTERM\n{self.log_tail()}")
+        if not terminate(process, timeout):
+            raise AssertionError(f"{self.name} did not exit within {timeout} s of SIGTERM\n{self.log_tail()}")
         return process.returncode
 
     def kill(self) -> None:

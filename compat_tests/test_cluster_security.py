@@ -10,8 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewTopic
 
-from compat_tests.cluster import CLUSTER_SETTINGS, Cluster, wait, wait_until_registered
-from compat_tests.harness import BrokerProcess
+from compat_tests.cluster import Cluster, start_cluster, wait
 from trafka.broker.security.credentials import encode_zk_user_config, from_password, zk_user_path
 
 BROKER_PASSWORD = "broker-secret"
@@ -38,7 +37,6 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, obje
         jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
                 f'password="{BROKER_PASSWORD}";')
     chroot = f"/trafka-{uuid.uuid4().hex[:8]}"
-    connect = f"{zookeeper.connect_string}{chroot}"
     if mechanism != "PLAIN":
         # The brokers' own SCRAM user, created before any broker runs, where Kafka keeps it.
         from kazoo.client import KazooClient
@@ -51,30 +49,16 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, obje
         finally:
             client.stop()
             client.close()
-    brokers = []
-    internal_ports = {}
-    for node_id in (1, 2, 3):
-        data_dir = directory / f"broker{node_id}"
-        data_dir.mkdir(parents=True)
-        internal = internal_ports[node_id] = _free_port()
-        brokers.append(BrokerProcess(data_dir, name=f"broker{node_id}", overrides={
-            "broker.id": node_id, "zookeeper.connect": connect, **CLUSTER_SETTINGS,
-            "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.mechanism.inter.broker.protocol": mechanism,
-            "listener.name.internal.sasl.enabled.mechanisms": mechanism,
-            f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config": jaas,
-            **tls,
-        }))
-    cluster = Cluster(brokers, connect)
-    try:
-        for broker in brokers:
-            broker.start()
-        wait_until_registered(cluster)
-    except BaseException:
-        cluster.close()
-        raise
+    internal_ports = {node_id: _free_port() for node_id in (1, 2, 3)}
+    cluster = start_cluster(zookeeper, directory, {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": mechanism,
+        "listener.name.internal.sasl.enabled.mechanisms": mechanism,
+        f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config": jaas,
+        **tls,
+    }, broker_overrides=lambda node_id: {
+        "listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{internal_ports[node_id]}"}, chroot=chroot)
     return cluster, certs, internal_ports
 
 
