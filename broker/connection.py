@@ -300,8 +300,7 @@ class ServedConnection:
             return False
         if exchange.complete:
             session.authenticated_as(exchange.principal, exchange.session_lifetime_ms)
-        if answer or not exchange.complete:
-            await self.stream.send_all(self.protocol.raw_frame(answer))
+        await self.stream.send_all(self.protocol.raw_frame(answer))  # an empty one too, as Kafka sends it
         return True
 
     async def _close_after_failed_authentication(self) -> None:

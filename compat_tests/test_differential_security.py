@@ -189,3 +189,27 @@ def test_metadata_answers_with_the_addresses_of_the_listener_asked(brokers):
             sasl = [(b.host, b.port) for b in client.request(MetadataRequest(topics=[]), 12).brokers]
         observed[name] = (plain == [("127.0.0.1", process.port)], sasl == [("127.0.0.1", sasl_port)])
     assert observed == {"kafka": (True, True), "trafka": (True, True)}
+
+
+# -------------------------------------------------------------------------------- SaslHandshake v0
+
+
+@pytest.mark.parametrize("password", ["alice-secret", "wrong"])
+def test_handshake_v0_carries_the_tokens_in_bare_frames(brokers, password):
+    """After SaslHandshake v0 (Kafka's oldest framing, before SaslAuthenticate existed) the token goes
+    as a bare size-prefixed frame and so does the answer; a failure closes the connection."""
+    def ask(client: WireClient):
+        handshake = _handshake(client, "PLAIN", version=0)
+        token = b"\0alice\0" + password.encode()
+        client.sock.sendall(len(token).to_bytes(4, "big") + token)
+        try:
+            size = client.sock.recv(4)
+            answer = client.sock.recv(int.from_bytes(size, "big")) if len(size) == 4 else None
+            if size == b"":
+                return handshake, "closed"
+            metadata = client.request(MetadataRequest(topics=[]), 12)
+            return handshake, answer, len(metadata.brokers)
+        except (ConnectionError, OSError):
+            return handshake, "closed"
+
+    assert_same(on_both(brokers, ask))
