@@ -149,12 +149,26 @@ class ServedConnection:
                 cause = exc.__cause__ if exc.__cause__ is not None else exc
                 log.info("connection %s from %s on listener %s: TLS handshake failed: %s", self.connection_id,
                          self.peer, self.listener.name, cause)
+                await self._send_tls_alert()
                 return False
         if timeout.cancelled_caught:
             log.info("connection %s from %s on listener %s: no TLS handshake within %d s", self.connection_id,
                      self.peer, self.listener.name, TLS_HANDSHAKE_TIMEOUT_S)
             return False
         return True
+
+    async def _send_tls_alert(self) -> None:
+        """Send what TLS queued when the handshake failed (its alert: a client without the certificate a
+        listener requires learns why at once, as Kafka's broker tells it), best effort. trio's SSLStream
+        stops before sending it; the bytes are in its outgoing buffer."""
+        outgoing = getattr(self.stream, "_outgoing", None)
+        pending = outgoing.read() if outgoing is not None else b""
+        if pending:
+            with trio.move_on_after(1):
+                try:
+                    await self.stream.transport_stream.send_all(pending)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    pass
 
     async def _receive_into(self, room: memoryview) -> int:
         """Read what the peer sent into ``room``; 0 when it closed."""
