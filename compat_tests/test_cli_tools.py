@@ -157,3 +157,71 @@ def test_reset_offsets_of_an_inactive_group(target):
     assert shifted.stdout.splitlines()[1].split("\t") == [group, name, "0", "3"], shifted.stdout
     described = trafka(target, "groups", "describe", group)
     assert described.stdout.splitlines()[1].split("\t")[:6] == [group, name, "0", "3", "4", "1"], described.stdout
+
+
+def test_users(target):
+    """``trafka users`` through DescribeUserScramCredentials and AlterUserScramCredentials: the same output
+    from trafka and from Apache Kafka, Kafka's own error names and messages."""
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+
+    made = trafka(target, "users", "set", alice, "--password", "alice-secret")
+    made_512 = trafka(target, "users", "add", bob, "--mechanism", "SCRAM-SHA-512", "--iterations", "8192",
+                      stdin="bob-secret\n")
+    listed = trafka(target, "users", "list", alice, bob)
+    every = trafka(target, "users", "list")
+
+    assert (made.returncode, made.stdout) == (0, f"Set the SCRAM-SHA-256 credential of user {alice} (4096 "
+                                                 f"iterations).\nSet the SCRAM-SHA-512 credential of user {alice} "
+                                                 "(4096 iterations).\n")
+    assert made_512.returncode == 0, made_512
+    assert listed.stdout == (f"USER\tMECHANISM\tITERATIONS\n{alice}\tSCRAM-SHA-256\t4096\n"
+                             f"{alice}\tSCRAM-SHA-512\t4096\n{bob}\tSCRAM-SHA-512\t8192\n"), listed
+    assert f"{bob}\tSCRAM-SHA-512\t8192\n" in every.stdout and every.returncode == 0, every
+
+    too_few = trafka(target, "users", "set", "carol", "--password", "x", "--iterations", "1000",
+                     "--mechanism", "SCRAM-SHA-256")
+    not_there = trafka(target, "users", "delete", bob, "--mechanism", "SCRAM-SHA-256")
+    unknown = trafka(target, "users", "list", "nobody-at-all")
+    assert (too_few.returncode, too_few.stderr) == (
+        1, "trafka users: setting the SCRAM-SHA-256 credential of user carol: UNACCEPTABLE_CREDENTIAL: "
+           "Too few iterations\n")
+    assert (not_there.returncode, not_there.stderr) == (
+        1, f"trafka users: deleting the SCRAM-SHA-256 credential of user {bob}: RESOURCE_NOT_FOUND: "
+           "Attempt to delete a user credential that does not exist\n")
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (
+        1, "USER\tMECHANISM\tITERATIONS\n",
+        "trafka users: user nobody-at-all: RESOURCE_NOT_FOUND: Attempt to describe a user credential that does not "
+        "exist: nobody-at-all\n")
+
+    deleted = trafka(target, "users", "delete", alice)
+    assert (deleted.returncode, deleted.stdout) == (0, f"Deleted the SCRAM-SHA-256 credential of user {alice}.\n"
+                                                       f"Deleted the SCRAM-SHA-512 credential of user {alice}.\n")
+    assert trafka(target, "users", "list", alice).returncode == 1
+
+
+def test_users_of_a_data_directory_before_the_broker_starts(tmp_path):
+    """The first user, made before any broker runs (kafka-storage.sh format --add-scram): the broker that
+    starts on the directory serves it; while it runs, the directory is its own."""
+    data_dir = tmp_path / "fresh"
+    tool = [sys.executable, "-m", "trafka", "users"]
+
+    made = subprocess.run([*tool, "add", "--data-dir", str(data_dir), "admin", "--password", "admin-secret"],
+                          capture_output=True, text=True, timeout=60, cwd=SOURCE_ROOT)
+    listed = subprocess.run([*tool, "list", "--data-dir", str(data_dir)], capture_output=True, text=True, timeout=60,
+                            cwd=SOURCE_ROOT)
+
+    assert made.returncode == 0 and made.stdout.splitlines()[0] == (
+        f"Set the SCRAM-SHA-256 credential of user admin (4096 iterations) in {data_dir}."), made
+    assert listed.stdout == "USER\tMECHANISM\tITERATIONS\nadmin\tSCRAM-SHA-256\t4096\nadmin\tSCRAM-SHA-512\t4096\n"
+    from compat_tests.harness import BrokerProcess
+
+    running = BrokerProcess(data_dir, name="users-broker").start()
+    try:
+        assert trafka(running, "users", "list", "admin").stdout.count("admin\t") == 2
+        busy = subprocess.run([*tool, "delete", "admin", "--data-dir", str(data_dir)], capture_output=True, text=True,
+                              timeout=60, cwd=SOURCE_ROOT)
+        assert (busy.returncode, busy.stderr) == (1, f"trafka users: a broker is using {data_dir}: change its users "
+                                                     "through it, with --bootstrap-server HOST:PORT (and "
+                                                     "--command-config FILE for a secured listener)\n")
+    finally:
+        running.stop()

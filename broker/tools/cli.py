@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  trafka configs describe|alter (--topic T | --broker ID) ...\n"
                "  trafka produce TOPIC < lines\n"
                "  trafka consume TOPIC [--from-beginning] [--max-messages N]\n"
+               "  trafka users list|set USER [--password P]|delete USER   SCRAM users (before any broker runs:\n"
+               "                                         --data-dir DIR, or --zookeeper HOST:PORT[/CHROOT])\n"
+               "  each also takes --command-config FILE: a secured listener's client settings (Kafka's names)\n"
                "  trafka control --port CONTROL_PORT faults list|add RULE|remove ID|clear|wait ID\n"
                "a replicated cluster on this machine (brokers and a ZooKeeper):\n"
                "  trafka cluster [--brokers 3] [--port 9092] [--zookeeper HOST:PORT] [--data-dir DIR]\n"
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in TOOLS:
         from trafka.broker.tools.commands import main as run_tool
 
-        return run_tool(["--bootstrap-server", *_bootstrap(argv[1:]), argv[0], *_without_bootstrap(argv[1:])])
+        common, rest = _common_options(argv[1:])
+        return run_tool([*common, argv[0], *rest])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -203,31 +207,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: The tools' subcommands (broker.tools); anything else runs the broker.
-TOOLS = ("topics", "groups", "configs", "produce", "consume")
+TOOLS = ("topics", "groups", "configs", "produce", "consume", "users")
+#: The tools' options that apply to every subcommand, taken from anywhere after it (as Kafka's tools do).
+COMMON_OPTIONS = ("--bootstrap-server", "--command-config")
 
 
-def _bootstrap(argv: list[str]) -> list[str]:
-    """The --bootstrap-server value given anywhere after the subcommand, as Kafka's tools take it."""
-    for index, item in enumerate(argv):
-        if item == "--bootstrap-server" and index + 1 < len(argv):
-            return [argv[index + 1]]
-        if item.startswith("--bootstrap-server="):
-            return [item.split("=", 1)[1]]
-    from trafka.broker.tools.commands import DEFAULT_BOOTSTRAP
-
-    return [DEFAULT_BOOTSTRAP]
-
-
-def _without_bootstrap(argv: list[str]) -> list[str]:
-    out, skip = [], False
-    for item in argv:
-        if skip:
-            skip = False
-        elif item == "--bootstrap-server":
-            skip = True
-        elif not item.startswith("--bootstrap-server="):
-            out.append(item)
-    return out
+def _common_options(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The common options given anywhere after the subcommand, and the rest of the arguments."""
+    common: list[str] = []
+    rest: list[str] = []
+    items = iter(argv)
+    for item in items:
+        name, equals, value = item.partition("=")
+        if name in COMMON_OPTIONS and equals:
+            common += [name, value]
+        elif item in COMMON_OPTIONS:
+            common += [item, next(items, "")]
+        else:
+            rest.append(item)
+    return common, rest
 
 
 def _leaf_exceptions(exc: BaseException):

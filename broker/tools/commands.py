@@ -1,4 +1,4 @@
-"""``trafka topics | groups | configs | produce | consume``: the day-to-day jobs of Kafka's
+"""``trafka topics | groups | configs | produce | consume | users``: the day-to-day jobs of Kafka's
 ``kafka-topics.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh`` and console clients, against any
 Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
 
@@ -8,8 +8,17 @@ Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
     trafka produce TOPIC            (one record per line of standard input; KEY<TAB>VALUE with --keys;
                                      a missing topic is created where the broker creates topics on first use)
     trafka consume TOPIC [--from-beginning] [--max-messages N]
+    trafka users list [USER ...] | set USER [--password P] [--mechanism M] [--iterations N] | delete USER
+                                    (SCRAM credentials, of a running broker or, with --data-dir, of a
+                                     data directory no broker uses: trafka.broker.tools.users)
 
-Exit codes: 0 done, 1 the broker refused or could not be reached (the message says which), 2 a usage error.
+Every tool takes ``--command-config FILE``, a client properties file with the security settings of the
+listener it connects to, as Kafka's tools do (trafka.broker.tools.client_security): SSL, mutual TLS,
+SASL_PLAINTEXT and SASL_SSL with PLAIN or SCRAM-SHA-256/512. Its ``bootstrap.servers`` serves when no
+``--bootstrap-server`` is given.
+
+Exit codes: 0 done, 1 the broker refused or could not be reached (the message says which), 2 a usage error
+(a bad --command-config file included).
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import time
 from collections.abc import Sequence
 
 from trafka.broker.tools.admin_client import AdminClient, ClientError, check
+from trafka.broker.tools.client_security import ClientConfigError, ClientSecurity
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
@@ -38,7 +48,7 @@ from trafka.wire.messages import (
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
-COMMANDS = ("topics", "groups", "configs", "produce", "consume")
+COMMANDS = ("topics", "groups", "configs", "produce", "consume", "users")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 LATEST, EARLIEST = -1, -2
@@ -49,8 +59,12 @@ LEADER_TIMEOUT_S = 30.0
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trafka", description="Kafka tools for any Kafka-compatible broker.")
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                        help=f"a broker of the cluster (default {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help=f"a broker of the cluster (default: the --command-config file's bootstrap.servers, "
+                             f"else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.* "
+                             "(Kafka's client names; librdkafka's sasl.username, ssl.ca.location ... too)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     topics = commands.add_parser("topics", help="list, describe, create and delete topics").add_subparsers(
@@ -107,19 +121,47 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-messages", type=int, help="stop after so many")
     consume.add_argument("--timeout-ms", type=int, default=3000, help="stop when nothing came for so long")
     consume.add_argument("--keys", action="store_true", help="print KEY<TAB>VALUE")
+
+    from trafka.broker.tools.users import add_parser as add_users_parser
+
+    add_users_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with AdminClient(args.bootstrap_server) as client:
-            return _ACTIONS[(args.command, getattr(args, "action", None))](client, args)
+        security = ClientSecurity.load(args.command_config) if args.command_config else None
+        if args.command == "users" and (args.data_dir is not None or args.zookeeper is not None):
+            from trafka.broker.tools.users import offline
+
+            return offline(args)
+    except ClientConfigError as exc:
+        print(f"trafka {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(f"trafka {args.command}: {exc}", file=sys.stderr)
+        return 1
+    bootstrap = args.bootstrap_server or (security and security.bootstrap_servers) or DEFAULT_BOOTSTRAP
+    try:
+        with AdminClient(bootstrap, security=security) as client:
+            return _action(args)(client, args)
+    except ClientConfigError as exc:
+        print(f"trafka {args.command}: {exc}", file=sys.stderr)
+        return 2
     except ClientError as exc:
         print(f"trafka {args.command}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # the output was closed (| head): nothing more to say
         return 0
+
+
+def _action(args: argparse.Namespace):
+    if args.command == "users":
+        from trafka.broker.tools.users import ACTIONS
+
+        return ACTIONS[args.action]
+    return _ACTIONS[(args.command, getattr(args, "action", None))]
 
 
 # -- topics ----------------------------------------------------------------------------------------
