@@ -4,9 +4,12 @@
     trafka --port 0 --ephemeral             # a free port, a temporary data dir removed at exit
     trafka --config server.properties       # Kafka's own property names
     trafka --override log.segment.bytes=1048576 --override num.partitions=3
+    trafka --secure --user alice:alice-secret   # SASL_SSL only, a throwaway CA: see broker.tools.secure_dev
 
-When the broker is ready it prints one line to stdout, ``trafka ready: bootstrap=HOST:PORT ...``,
-which scripts and test fixtures wait for. SIGINT and SIGTERM shut it down cleanly.
+When the broker is ready it prints one line to stdout, ``trafka ready: bootstrap=HOST:PORT node_id=N
+data_dir=DIR [security_protocol=P] [control=HOST:PORT]``, which scripts and test fixtures wait for
+(``security_protocol`` when the first listener is not PLAINTEXT); with ``--secure`` the client settings
+follow it. SIGINT and SIGTERM shut it down cleanly.
 
 As the JVM does for Kafka, the broker raises its soft limit on open files to the hard limit at
 start; each partition holds one descriptor (see ``trafka.broker.descriptors``).
@@ -21,6 +24,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Loading the broker creates some 30,000 objects that live as long as the process (modules, classes,
 # functions). The cyclic GC would walk them again and again while they are made, about 12 ms of a
@@ -39,6 +43,9 @@ try:
 finally:
     if _gc_was_enabled:
         gc.enable()
+
+if TYPE_CHECKING:
+    from trafka.broker.tools.secure_dev import SecureDev
 
 log = logging.getLogger("trafka")
 
@@ -86,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default INFO (any case)",
     )
+    secure = parser.add_argument_group("a secure development broker")
+    secure.add_argument(
+        "--secure", action="store_true",
+        help="serve one SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on --host/--port instead of "
+             "PLAINTEXT, with a certificate from a throwaway CA made in DATA_DIR/dev-security (development only), "
+             "and print the client settings to paste (librdkafka's and the Java client's names) after the "
+             "ready line; each user's are also written to DATA_DIR/dev-security/USER.properties")
+    secure.add_argument(
+        "--user", action="append", default=[], metavar="NAME:PASSWORD",
+        help="with --secure: a user to create, with SCRAM-SHA-256/512 credentials and as a PLAIN user "
+             "(repeatable; default: admin with a generated password, kept in DATA_DIR/dev-security/admin.password)")
     parser.add_argument("--version", action="version", version=f"trafka {_version()}")
     return parser
 
@@ -106,6 +124,16 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     if args.config:
         props = parse_properties(Path(args.config).read_text())
     merge_overrides(props, args.override)
+    if args.user and not args.secure:
+        raise ConfigError("--user makes a user of a --secure broker: give --secure too")
+    if args.secure:
+        from trafka.broker.tools.secure_dev import SecureSetupError, listener_properties
+        from trafka.storage.config_defs import DEFAULT_HOST, DEFAULT_PORT
+
+        try:
+            props.update(listener_properties(props, DEFAULT_HOST, DEFAULT_PORT))
+        except SecureSetupError as exc:
+            raise ConfigError(str(exc)) from None
     config = BrokerConfig.from_properties(props)
     for option, port in (("--port", args.port), ("--advertised-port", args.advertised_port)):
         if port is not None and not 0 <= port <= 65535:
@@ -133,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     return config
 
 
-async def run(config: BrokerConfig) -> None:
+async def run(config: BrokerConfig, secure: SecureDev | None = None) -> None:
     server = Server(config)
     async with trio.open_nursery() as nursery:
 
@@ -147,11 +175,15 @@ async def run(config: BrokerConfig) -> None:
         nursery.start_soon(on_signal)
         await nursery.start(server.run)
         host, port = server.config.advertised_address  # the ports the server bound
+        protocol = server.config.listeners[0].security_protocol
+        security = f" security_protocol={protocol}" if protocol != "PLAINTEXT" else ""
         control = f" control=127.0.0.1:{server.config.control_port}" if config.control_port is not None else ""
-        print(
-            f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}{control}",
-            flush=True,
-        )
+        ready = f"trafka ready: bootstrap={host}:{port} node_id={config.node_id} data_dir={config.data_dir}"
+        if secure is not None:
+            secure.write_client_files(f"{host}:{port}")
+            print(f"{ready}{security}{control}\n{secure.announcement(f'{host}:{port}')}", flush=True)
+        else:
+            print(f"{ready}{security}{control}", flush=True)
         await server.stopped.wait()
         nursery.cancel_scope.cancel()
 
@@ -189,7 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         temp_dir = tempfile.mkdtemp(prefix="trafka-")
         config.data_dir = Path(temp_dir)
     try:
-        trio.run(run, config)
+        secure = _secure(config, args.user) if args.secure else None
+    except (ConfigError, ValueError, OSError) as exc:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        print(f"trafka: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(run, config, secure)
     except Exception as exc:
         # Bad properties that only the broker's parts can judge (topic defaults, group settings)
         # and addresses that cannot be bound get one line each, not a traceback.
@@ -226,6 +265,28 @@ def _common_options(argv: list[str]) -> tuple[list[str], list[str]]:
         else:
             rest.append(item)
     return common, rest
+
+
+def _secure(config: BrokerConfig, users: list[str]) -> SecureDev:
+    """``--secure``'s certificates, users and listener settings, made before the event loop starts (PBKDF2
+    and key generation would hold it up); the listener's settings join the broker's properties."""
+    from trafka.broker.tools.secure_dev import SecureSetupError, prepare
+
+    listener = config.listeners[0]
+    hosts = ["localhost", "127.0.0.1", listener.host, listener.advertised_address[0]]
+    try:
+        secure = prepare(config.data_dir, hosts, users)
+    except SecureSetupError as exc:
+        raise ConfigError(str(exc)) from None
+    config.properties.update(secure.broker_properties())
+    # The storage warns of directories in the data directory that are no partition's; this one is ours.
+    logging.getLogger("trafka.storage.manager").addFilter(
+        lambda record: not (record.args and DEV_DIR_NAME in map(str, record.args)))
+    return secure
+
+
+#: Where --secure keeps its files in the data directory (trafka.broker.tools.secure_dev.DEV_DIR).
+DEV_DIR_NAME = "dev-security"
 
 
 def _leaf_exceptions(exc: BaseException):
