@@ -11,6 +11,14 @@
         rule = broker.add_fault("error", api="produce", topic="orders", error="NOT_LEADER_OR_FOLLOWER", count=1)
         broker.wait_for_hits(rule["id"])  # instead of a sleep
 
+    with TrafkaBroker(secure=True, users={"alice": "alice-secret"}) as broker:   # SASL_SSL only
+        Producer(broker.confluent_config("alice"))       # confluent-kafka: SCRAM-SHA-512 over TLS
+        KafkaProducer(**broker.kafka_python_config())    # kafka-python, as the first user (admin by default)
+        AIOKafkaProducer(**broker.aiokafka_config("alice", mechanism="PLAIN"))
+        broker.java_properties("alice")                  # the Java client's names; broker.properties_file(user)
+                                                         # is a file of them (Kafka's --command-config)
+        broker.add_user("carol", "carol-secret")         # SCRAM-SHA-256/512, through the broker
+
 :class:`TrafkaCluster` runs several brokers as one replicated cluster coordinated through ZooKeeper.
 The pytest plugin (``trafka.broker.testing.pytest_plugin``) offers the same as fixtures. The broker runs as
 ``python -P -m trafka`` with the interpreter running the caller, listening on 127.0.0.1: ``-P`` keeps
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import selectors
 import shutil
 import socket
@@ -40,12 +49,19 @@ from trafka.wire.errors import ErrorCode
 from trafka.broker.tools.zookeeper_server import LocalZooKeeper, ZooKeeperError
 from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
 
-READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?(?: control=\S+:(?P<control>\d+))?$")
+READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?"
+                        r"(?: security_protocol=(?P<security>\S+))?(?: control=\S+:(?P<control>\d+))?$")
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
+#: The SASL mechanism of the client settings a secure broker hands out (PLAIN and SCRAM-SHA-256 work too).
+SECURE_MECHANISM = "SCRAM-SHA-512"
+#: A secure broker's users when none are given: one, with a generated password.
+DEFAULT_SECURE_USER = "admin"
 STOP_TIMEOUT_S = 20.0
 CREATE_TOPICS_VERSION = 7
 METADATA_VERSION = 10
+#: Where a secure broker keeps its certificates and client files (trafka.broker.tools.secure_dev.DEV_DIR).
+_DEV_DIR = "dev-security"
 
 
 class BrokerError(RuntimeError):
@@ -60,12 +76,28 @@ class TrafkaBroker:
         data_dir: str | os.PathLike[str] | None = None,
         *,
         properties: Mapping[str, object] | None = None,
+        secure: bool = False,
+        users: Mapping[str, str] | None = None,
     ) -> None:
         """``data_dir`` defaults to a temporary directory removed by ``close()``; ``properties`` are
-        Kafka broker properties (``{"num.partitions": 3}``)."""
+        Kafka broker properties (``{"num.partitions": 3}``).
+
+        ``secure=True`` starts it as ``trafka --secure``: one SASL_SSL listener (PLAIN, SCRAM-SHA-256,
+        SCRAM-SHA-512) with a certificate from a throwaway CA, and the ``users`` (name -> password; default
+        ``admin`` with a generated password) able to log in; ``confluent_config(user)``,
+        ``kafka_python_config(user)``, ``aiokafka_config(user)`` and ``java_properties(user)`` are their
+        client settings."""
+        if users is not None and not secure:
+            raise BrokerError("users log in to a secure broker: give secure=True too")
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._temp_dir) / "data"
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
+        self.secure = secure
+        #: The users of a secure broker, name -> password (the first one is the default user).
+        self.users: dict[str, str] = dict(users) if users else (
+            {DEFAULT_SECURE_USER: secrets.token_urlsafe(12)} if secure else {})
+        if secure and not self.users:
+            raise BrokerError("a secure broker needs at least one user")
         self.log_path = self.data_dir.parent / "broker.log"
         self.port = 0
         self.control_port = 0
@@ -84,6 +116,10 @@ class TrafkaBroker:
                    "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
+        if self.secure:
+            command.append("--secure")
+            for name, password in self.users.items():
+                command += ["--user", f"{name}:{password}"]
         with open(self.log_path, "a") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                              text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -134,7 +170,121 @@ class TrafkaBroker:
 
     def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None) -> str:
         """Create a topic (raises BrokerError with Kafka's error when the broker refuses); returns its name."""
-        return _create_topic(self.bootstrap_servers, name, partitions, 1, configs)
+        return _create_topic(self.bootstrap_servers, name, partitions, 1, configs, self._client_security())
+
+    # -- a secure broker's client settings (a PLAINTEXT broker's are its address alone) -----------------
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_SSL" if self.secure else "PLAINTEXT"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate a client of a secure broker trusts (PEM); None for a PLAINTEXT broker."""
+        return self.data_dir.absolute() / _DEV_DIR / "ca-cert.pem" if self.secure else None
+
+    def confluent_config(self, user: str | None = None, *, mechanism: str = SECURE_MECHANISM) -> dict[str, str]:
+        """confluent-kafka's (librdkafka's) settings for ``user`` (default: the first user)."""
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self.secure:
+            name, password = self._user(user)
+            config.update({"security.protocol": "SASL_SSL", "sasl.mechanism": _mechanism(mechanism),
+                           "sasl.username": name, "sasl.password": password, "ssl.ca.location": str(self.ca_file)})
+        return config
+
+    def kafka_python_config(self, user: str | None = None, *, mechanism: str = SECURE_MECHANISM) -> dict[str, object]:
+        """kafka-python's keyword arguments for ``user``: ``KafkaProducer(**broker.kafka_python_config())``."""
+        config: dict[str, object] = {"bootstrap_servers": self.bootstrap_servers}
+        if self.secure:
+            name, password = self._user(user)
+            config.update({"security_protocol": "SASL_SSL", "sasl_mechanism": _mechanism(mechanism),
+                           "sasl_plain_username": name, "sasl_plain_password": password,
+                           "ssl_cafile": str(self.ca_file)})
+        return config
+
+    def aiokafka_config(self, user: str | None = None, *, mechanism: str = SECURE_MECHANISM) -> dict[str, object]:
+        """aiokafka's keyword arguments for ``user`` (its TLS settings are an ``ssl_context``)."""
+        config: dict[str, object] = {"bootstrap_servers": self.bootstrap_servers}
+        if self.secure:
+            import ssl
+
+            name, password = self._user(user)
+            config.update({"security_protocol": "SASL_SSL", "sasl_mechanism": _mechanism(mechanism),
+                           "sasl_plain_username": name, "sasl_plain_password": password,
+                           "ssl_context": ssl.create_default_context(cafile=str(self.ca_file))})
+        return config
+
+    def java_properties(self, user: str | None = None, *, mechanism: str = SECURE_MECHANISM) -> dict[str, str]:
+        """The Java client's settings for ``user`` (Kafka's tools take them as a ``--command-config`` file:
+        ``properties_file``)."""
+        from trafka.broker.tools.client_security import jaas_quote
+
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self.secure:
+            name, password = self._user(user)
+            mechanism = _mechanism(mechanism)
+            module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+            config.update({
+                "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+                                    f"username={jaas_quote(name)} password={jaas_quote(password)};",
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_file)})
+        return config
+
+    def properties_file(self, user: str | None = None, *, mechanism: str = SECURE_MECHANISM) -> Path:
+        """A file of ``java_properties(user)`` (private to its owner), for ``--command-config``: Kafka's
+        tools and trafka's."""
+        from trafka.broker.tools.client_security import escape_property
+
+        if self.secure:
+            directory, name = self.data_dir / _DEV_DIR, self._user(user)[0]
+        else:
+            directory, name = self.data_dir.parent, "plaintext"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"client-{name}-{_mechanism(mechanism).lower()}.properties"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(f"{key}={escape_property(value)}\n"
+                         for key, value in self.java_properties(user, mechanism=mechanism).items())
+        return path
+
+    def add_user(self, name: str, password: str, *, mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                 iterations: int = 4096) -> None:
+        """Give ``name`` SCRAM credentials through the running broker (AlterUserScramCredentials, as the
+        first user); it logs in with SCRAM at once, and after restarts (PLAIN users are the ``users``
+        given at start). BrokerError with Kafka's error when the broker refuses."""
+        from trafka.broker.security.credentials import MECHANISM_TYPES, salted_password
+        from trafka.wire.messages import AlterUserScramCredentialsRequest as A
+
+        try:
+            with AdminClient(self.bootstrap_servers, timeout=30, security=self._client_security()) as client:
+                for mechanism in mechanisms:
+                    salt = secrets.token_bytes(32)
+                    upsertion = A.ScramCredentialUpsertion(
+                        name=name, mechanism=MECHANISM_TYPES[_mechanism(mechanism)], iterations=iterations,
+                        salt=salt, salted_password=salted_password(mechanism, password, salt, iterations))
+                    (result,) = client.request(A(deletions=[], upsertions=[upsertion]), 0).results
+                    if result.error_code != ErrorCode.NONE:
+                        raise BrokerError(f"adding user {name}: {ErrorCode(result.error_code).name}: "
+                                          f"{result.error_message}")
+        except ClientError as exc:
+            raise BrokerError(str(exc)) from None
+        if self.secure:
+            self.users.setdefault(name, password)
+
+    def _user(self, user: str | None) -> tuple[str, str]:
+        name = next(iter(self.users)) if user is None else user
+        if name not in self.users:
+            raise BrokerError(f"no user {name!r}: this broker's users are {', '.join(self.users)}")
+        return name, self.users[name]
+
+    def _client_security(self):
+        """The settings of the broker's own admin connections (create_topic, add_user): the first user's."""
+        if not self.secure:
+            return None
+        from trafka.broker.tools.client_security import ClientSecurity
+
+        return ClientSecurity.from_properties(self.java_properties(), source="the secure broker's settings")
 
     # -- fault rules (kept in the running broker's memory; a restart clears them) ----------------------
 
@@ -343,14 +493,21 @@ class TrafkaCluster:
         return f"<TrafkaCluster {self.bootstrap_servers or 'stopped'} zookeeper={self.zookeeper_connect}>"
 
 
+def _mechanism(mechanism: str) -> str:
+    name = mechanism.upper()
+    if name not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise BrokerError(f"mechanism {mechanism!r}: a secure broker serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    return name
+
+
 def _create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
-                  configs: Mapping[str, object] | None) -> str:
+                  configs: Mapping[str, object] | None, security=None) -> str:
     topic = CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
         configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v)) for k, v in (configs or {}).items()],
     )
     try:
-        with AdminClient(bootstrap, timeout=60) as client:
+        with AdminClient(bootstrap, timeout=60, security=security) as client:
             response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), CREATE_TOPICS_VERSION)
     except ClientError as exc:
         raise BrokerError(str(exc)) from None

@@ -8,6 +8,14 @@ Fixtures:
   ``stop()`` and ``create_topic()``.
 * ``trafka_topic``: a factory of topics unique to the test, created on the session's broker:
   ``trafka_topic()``, ``trafka_topic(partitions=3, configs={"retention.ms": 60000})``.
+* ``trafka_secure``: a broker secured as production is, one per test session (so one per pytest-xdist
+  worker), running when a test gets it: one SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; a
+  certificate from a throwaway CA), users ``admin``, ``alice`` and ``bob`` with generated passwords
+  (``trafka_secure.users``). A ``TrafkaBroker(secure=True)``: ``confluent_config(user)``,
+  ``kafka_python_config(user)``, ``aiokafka_config(user)``, ``java_properties(user)`` and
+  ``properties_file(user)`` (for ``--command-config``) are a user's client settings (SCRAM-SHA-512 unless
+  ``mechanism=`` says otherwise; the default user is ``admin``), ``add_user(name, password)`` makes another
+  SCRAM user, ``create_topic()`` works as on ``trafka``.
 * ``trafka_cluster``: a replicated cluster of three brokers for one test, a
   ``trafka.broker.testing.TrafkaCluster`` with ``bootstrap_servers``, ``broker(node_id)`` (each with
   ``kill()``, ``start()``, ``restart()``), ``leader(topic, partition)`` and ``create_topic()``. Its
@@ -21,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import secrets
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
@@ -48,6 +57,30 @@ def trafka(trafka_session_broker: TrafkaBroker) -> TrafkaBroker:
     if not trafka_session_broker.running:
         trafka_session_broker.start()
     return trafka_session_broker
+
+
+#: The users of the session's secure broker (their passwords are generated for each session).
+SECURE_USERS = ("admin", "alice", "bob")
+
+
+@pytest.fixture(scope="session")
+def trafka_secure_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
+    """The test session's secure broker (``trafka_secure`` hands it to each test, running)."""
+    users = {name: secrets.token_urlsafe(12) for name in SECURE_USERS}
+    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka-secure") / "data", secure=True, users=users)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def trafka_secure(trafka_secure_session_broker: TrafkaBroker) -> TrafkaBroker:
+    """The session's secure broker (SASL_SSL), running (started again if an earlier test stopped or killed it)."""
+    if not trafka_secure_session_broker.running:
+        trafka_secure_session_broker.start()
+    return trafka_secure_session_broker
 
 
 @pytest.fixture
