@@ -15,6 +15,10 @@
 
 A ``BrokerProcess`` owns its process and temporary directory: ``stop()`` ends both, and the harness calls
 it on success, failure and Ctrl-C alike.
+
+``with_listeners(spec, ExtraListeners(...))`` gives trafka or kafka more listeners beside the PLAINTEXT one
+the harness reaches (SSL, SASL_SSL, ...): the same ``listener.name.<l>.*`` properties for both, and SCRAM
+users made before the start.
 """
 from __future__ import annotations
 
@@ -30,9 +34,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Any, Callable, Mapping
 
 from compat_tests import reference
 
@@ -192,6 +196,81 @@ def _kafka_version() -> str:
     release = jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else "?"
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     return f"Apache Kafka {release} ({java[0] if java else 'java ?'}; {' '.join(kafka_jvm_options())})"
+
+
+LISTENER_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ExtraListeners:
+    """Listeners a broker serves beside the PLAINTEXT one the harness reaches it on: each name with its
+    security protocol and a port on 127.0.0.1 (``on_free_ports`` picks them), the properties that set
+    them up (Kafka's names, ``listener.name.<l>.*``, which trafka reads the same way), and SCRAM users
+    made before the start: written into trafka's credential store in its data directory, given to
+    Kafka's storage tool (``--add-scram``) when it formats the data directory."""
+
+    protocols: Mapping[str, str]  # listener name -> security protocol
+    ports: Mapping[str, int]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    scram_users: Mapping[str, str] = field(default_factory=dict)  # user -> password
+    scram_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512",)
+    scram_iterations: int = 4096  # Kafka's minimum for SCRAM credentials
+
+    @classmethod
+    def on_free_ports(cls, protocols: Mapping[str, str], **more: Any) -> ExtraListeners:
+        return cls(protocols=dict(protocols), ports={name: free_port() for name in protocols}, **more)
+
+    def address(self, name: str) -> str:
+        return f"{LISTENER_HOST}:{self.ports[name]}"
+
+    def listeners(self) -> str:
+        return ",".join(f"{name}://{self.address(name)}" for name in self.protocols)
+
+    def protocol_map(self) -> str:
+        return ",".join(f"{name}:{protocol}" for name, protocol in self.protocols.items())
+
+
+def with_listeners(spec: BrokerSpec, extra: ExtraListeners) -> BrokerSpec:
+    """``spec`` serving ``extra``'s listeners too (trafka and kafka); PLAINTEXT stays the first listener,
+    where the ready line and the ready probe find the broker and where topics are created."""
+    if spec.name == "trafka":
+        def trafka_prepare(tmp: Path, port: int) -> None:
+            from trafka.broker.security.credentials import ScramCredentialStore, from_password
+
+            data = tmp / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            store = ScramCredentialStore.load(data)
+            for user, password in extra.scram_users.items():
+                for mechanism in extra.scram_mechanisms:
+                    store.set(user, mechanism, from_password(mechanism, password, extra.scram_iterations))
+
+        def trafka_command(tmp: Path, port: int) -> list[str]:
+            overrides = {
+                "listeners": f"PLAINTEXT://{LISTENER_HOST}:0,{extra.listeners()}",
+                "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,{extra.protocol_map()}",
+                **extra.properties,
+            }
+            return [*spec.command(tmp, port), *(a for k, v in overrides.items() for a in ("--override", f"{k}={v}"))]
+
+        return replace(spec, command=trafka_command, prepare=trafka_prepare)
+    if spec.name == "kafka":
+        def kafka_prepare(tmp: Path, port: int) -> None:
+            controller = free_port()
+            overrides = {
+                "listeners": f"PLAINTEXT://{LISTENER_HOST}:{port},CONTROLLER://{LISTENER_HOST}:{controller},"
+                             f"{extra.listeners()}",
+                "advertised.listeners": f"PLAINTEXT://{LISTENER_HOST}:{port},{extra.listeners()}",
+                "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{extra.protocol_map()}",
+                **extra.properties,
+            }
+            reference.write_properties(_kafka_properties(tmp), tmp / "data", port, controller, overrides)
+            scram = [f"{mechanism}=[name={user},password={password},iterations={extra.scram_iterations}]"
+                     for user, password in extra.scram_users.items() for mechanism in extra.scram_mechanisms]
+            reference.format_storage(_kafka_properties(tmp), jvm_options=kafka_jvm_options(KAFKA_TOOL_HEAP_OPTIONS),
+                                     scram_users=scram)
+
+        return replace(spec, prepare=kafka_prepare)
+    raise BrokerError(f"{spec.name}: only trafka and kafka serve extra listeners here")
 
 
 SPECS: dict[str, BrokerSpec] = {

@@ -6,6 +6,7 @@
     python -m bench --cluster  # 3 trafka brokers on ZooKeeper beside one, and failover (bench/cluster.py)
     python -m bench --cleaner  # the log cleaner: throughput, memory, produce latency on and off (bench/cleaner.py)
     python -m bench --transactions  # transactions on trafka and Kafka: txn/s, throughput, read_committed (bench/transactions.py)
+    python -m bench --security  # PLAINTEXT, SSL and SASL_SSL listeners on trafka and Kafka: throughput (bench/security.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -529,7 +530,17 @@ def main(argv: list[str] | None = None) -> int:
         help="trafka and kafka (of --brokers): small transactions per second and commit latency, a transactional "
         "producer's throughput beside an idempotent one, a read_committed consumer (see bench/transactions.py)",
     )
+    parser.add_argument(
+        "--security", action="store_true",
+        help="trafka and kafka (of --brokers), each serving PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512): 1 KB produce "
+        "and consume throughput over each listener, as a ratio of the broker's own PLAINTEXT figures (see "
+        "bench/security.py)",
+    )
     args = parser.parse_args(argv)
+    if args.security:
+        from bench import security
+
+        return security.main([], quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if args.transactions:
         from bench import transactions
 
