@@ -83,13 +83,10 @@ QUICK = SecurityPlan(mode="security-quick", size=1024, count=50_000, repeats=1, 
 
 
 def client_workload(p: dict[str, Any]) -> dict[str, Any]:
-    """Run ``bench.workloads``' ``p["workload"]`` (produce or consume) with ``p["client_config"]`` added to
-    every client configuration it builds (all of them pass through ``bench.workloads._quiet``)."""
+    """Run ``bench.workloads``' ``p["workload"]`` (produce or consume); its clients take the listener's
+    security settings from ``p["client_config"]``."""
     from bench import workloads
 
-    security = dict(p.pop("client_config", {}))
-    quiet = workloads._quiet
-    workloads._quiet = lambda config: {**quiet(config), **security}
     return workloads.WORKLOADS[p["workload"]](p)
 
 

@@ -24,8 +24,10 @@ PRODUCE_DEADLINE_S = 300.0
 CONSUME_IDLE_S = 15.0  # give up when nothing at all arrives for this long
 
 
-def _quiet(config: dict[str, Any]) -> dict[str, Any]:
-    return {"log_level": 3, **config}
+def _quiet(config: dict[str, Any], p: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A client's configuration: librdkafka's log quiet, and the workload's ``client_config`` (a listener's
+    security settings, say) over ``config``."""
+    return {"log_level": 3, **config, **((p or {}).get("client_config") or {})}
 
 
 class _CpuWindow:
@@ -93,7 +95,8 @@ def produce(p: dict[str, Any]) -> dict[str, Any]:
                 "queue.buffering.max.messages": 1_000_000,
                 "delivery.report.only.error": True,
                 "on_delivery": on_delivery,
-            }
+            },
+            p,
         )
     )
     producer.list_topics(p["topic"], timeout=30)  # connect and learn the leaders before the clock starts
@@ -197,7 +200,8 @@ def consume(p: dict[str, Any]) -> dict[str, Any]:
                 "fetch.queue.backoff.ms": 10,
                 # Re-reading a window: do not let the fetch parked at its end hold up the rewind.
                 **({"fetch.wait.max.ms": 10} if p.get("wraps") else {}),
-            }
+            },
+            p,
         )
     )
     topic, count = p["topic"], p["count"]
