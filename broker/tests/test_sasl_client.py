@@ -41,6 +41,8 @@ def test_a_server_that_does_not_know_the_credential_is_not_believed():
         refused.respond(b"e=invalid-proof")
     with pytest.raises(SaslClientError, match="not a SCRAM server-first message"):
         ScramClient("SCRAM-SHA-256", "user", "pencil", nonce="abc").respond(b"r=other,s=AA==,i=4096")
+    with pytest.raises(SaslClientError, match="Requested iterations 1000 is less than the minimum 4096"):
+        ScramClient("SCRAM-SHA-256", "user", "pencil", nonce="abc").respond(b"r=abcdef,s=AA==,i=1000")
 
 
 def test_plain_and_the_registry():

@@ -13,7 +13,14 @@ import base64
 import hmac
 import secrets
 
-from trafka.broker.security.credentials import client_key, hash_name, salted_password, server_key, stored_key
+from trafka.broker.security.credentials import (
+    MIN_ITERATIONS,
+    client_key,
+    hash_name,
+    salted_password,
+    server_key,
+    stored_key,
+)
 from trafka.broker.security.sasl.scram import saslname
 
 
@@ -23,6 +30,8 @@ class SaslClientError(Exception):
 
 class PlainClient:
     """RFC 4616: one token, ``\\0user\\0password`` (no authorization id)."""
+
+    mechanism = "PLAIN"
 
     def __init__(self, username: str, password: str) -> None:
         self._token = b"\0" + username.encode() + b"\0" + password.encode()
@@ -65,8 +74,11 @@ class ScramClient:
     def _final(self, server_first: str) -> bytes:
         attributes = _attributes(server_first)
         nonce, salt, iterations = attributes.get("r", ""), attributes.get("s"), attributes.get("i")
-        if not nonce.startswith(self._nonce) or salt is None or iterations is None:
+        if not nonce.startswith(self._nonce) or salt is None or iterations is None or not iterations.isdigit():
             raise SaslClientError(f"not a SCRAM server-first message: {server_first!r}")
+        if int(iterations) < MIN_ITERATIONS:  # as Kafka's client: a server asking for less is not believed
+            raise SaslClientError(f"Requested iterations {iterations} is less than the minimum {MIN_ITERATIONS} "
+                                  f"for {self.mechanism}")
         salted = salted_password(self.mechanism, self._password, base64.b64decode(salt), int(iterations))
         without_proof = f"c=biws,r={nonce}"
         auth_message = f"{self._first_bare},{server_first},{without_proof}".encode()
