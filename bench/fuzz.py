@@ -7,8 +7,13 @@ frames sent, the broker's RSS before and after (and its peak), the probe's worst
 served client saw, and every problem found with the seed and frame behind it. Writes the figures to
 ``bench/results/fuzz-<time>.txt`` with ``--save``.
 
-``--replay N`` sends only frame N of the seed to a fresh broker and prints what the broker answered and
-logged: the reproduction of a problem the campaign named.
+``--sasl`` fuzzes the broker's SASL_PLAINTEXT listener instead (``mutate.sasl_mutant``: mutated SASL frames
+and bare tokens, and other APIs, first on a connection, during an exchange or after a golden login) while
+the served client logs in with SCRAM-SHA-512 there.
+
+``--replay N`` sends only frame N of the seed (with ``--sasl``: after its prelude, to the SASL listener) to a
+fresh broker and prints what the broker answered and logged: the reproduction of a problem the campaign
+named.
 """
 
 from __future__ import annotations
@@ -20,8 +25,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from compat_tests.fuzz.campaign import BROKER_OVERRIDES, CampaignResult, replay, run_campaign
+from compat_tests.fuzz.campaign import (
+    BROKER_OVERRIDES,
+    CampaignResult,
+    replay,
+    run_campaign,
+    sasl_served_settings,
+    start_sasl_broker,
+)
 from compat_tests.fuzz.corpus import load_corpus
+from compat_tests.fuzz.mutate import mutant, sasl_mutant
 from compat_tests.harness import BrokerProcess
 
 RESULTS = Path(__file__).parent / "results"
@@ -35,22 +48,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=32, help="concurrent fuzzing connections")
     parser.add_argument("--per-connection", type=int, default=1, help="mutated frames sent per connection")
     parser.add_argument("--reply-timeout", type=float, default=0.3, help="how long to wait for an answer")
+    parser.add_argument("--sasl", action="store_true", help="fuzz the broker's SASL_PLAINTEXT listener")
     parser.add_argument("--replay", type=int, metavar="N", help="send only frame N of the seed and show the outcome")
     parser.add_argument("--save", action="store_true", help="write the figures to bench/results/")
     args = parser.parse_args(argv)
     logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
     corpus = load_corpus()
     with tempfile.TemporaryDirectory(prefix="trafka-fuzz-") as work_dir:
-        broker = BrokerProcess(Path(work_dir) / "data", overrides=BROKER_OVERRIDES, name="fuzz")
-        broker.start()
+        if args.sasl:
+            broker, target = start_sasl_broker(Path(work_dir) / "data", name="fuzz")
+            extra = {"target": target, "make_mutant": sasl_mutant}
+        else:
+            broker = BrokerProcess(Path(work_dir) / "data", overrides=BROKER_OVERRIDES, name="fuzz")
+            broker.start()
+            target, extra = (broker.host, broker.port), {}
         try:
             if args.replay is not None:
-                return _replay(broker, corpus, args.seed, args.replay)
-            print(f"fuzzing {broker.bootstrap} with {args.frames} frames, seed {args.seed}, "
-                  f"{len(corpus)} golden frames", flush=True)
+                return _replay(broker, corpus, args.seed, args.replay, target, extra.get("make_mutant", mutant))
+            print(f"fuzzing {target[0]}:{target[1]}{' (SASL_PLAINTEXT)' if args.sasl else ''} with {args.frames} "
+                  f"frames, seed {args.seed}, {len(corpus)} golden frames", flush=True)
             result = run_campaign(broker, corpus, seed=args.seed, frames=args.frames, start=args.start,
                                   workers=args.workers, per_connection=args.per_connection,
-                                  reply_timeout=args.reply_timeout, progress=_progress, progress_every=30.0)
+                                  reply_timeout=args.reply_timeout, progress=_progress, progress_every=30.0,
+                                  served_settings=sasl_served_settings(target) if args.sasl else None, **extra)
         finally:
             broker.close()
     report = _report(result, args)
@@ -73,7 +93,8 @@ def _progress(result: CampaignResult) -> None:
 def _report(result: CampaignResult, args: argparse.Namespace) -> str:
     mb = 2**20
     lines = [
-        f"fuzz campaign: seed {result.seed}, frames {args.start}..{args.start + result.frames - 1}, "
+        f"fuzz campaign{' (SASL_PLAINTEXT listener)' if args.sasl else ''}: seed {result.seed}, "
+        f"frames {args.start}..{args.start + result.frames - 1}, "
         f"{args.workers} workers, {args.per_connection} frame(s) per connection",
         f"frames sent:          {result.frames} on {result.connections} connections in {result.elapsed:.0f} s "
         f"({result.frames / max(result.elapsed, 1e-9):.0f} frames/s)",
@@ -92,11 +113,13 @@ def _report(result: CampaignResult, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _replay(broker: BrokerProcess, corpus, seed: int, index: int) -> int:
+def _replay(broker: BrokerProcess, corpus, seed: int, index: int, target, make_mutant) -> int:
     position = len(broker.log_text())
-    m, answer = replay(broker, corpus, seed, index)
+    m, answer = replay(broker, corpus, seed, index, target=target, make_mutant=make_mutant)
     time.sleep(0.5)
     print(m.describe())
+    if m.prelude:
+        print(f"prelude ({len(m.prelude)} bytes, sent as it is): {m.prelude.hex()}")
     print(f"frame ({len(m.data)} bytes): {m.data.hex()}")
     print(f"answer ({len(answer)} bytes): {answer[:512].hex()}")
     print(f"broker alive: {broker.running}")

@@ -3,7 +3,9 @@
 ``run_campaign`` sends mutated golden frames (``mutate.mutant``) to a ``BrokerProcess``, each on a
 connection of its own (or a few per connection), from a pool of concurrent senders that read whatever
 comes back until the broker closes the connection, answers every frame, or stays silent for a short
-while. Meanwhile:
+while. Against a SASL_PLAINTEXT listener (``start_sasl_broker``: the same broker also has its PLAINTEXT
+listener) the mutants are ``mutate.sasl_mutant``'s, each after its prelude of golden frames (a
+SaslHandshake, a whole login), and the served client logs in with SCRAM-SHA-512. Meanwhile:
 
 - a served client (confluent-kafka, idempotent producer with acks=all, and a consumer by assignment)
   produces one numbered record at a time and reads it back, and records every failure and the longest
@@ -27,12 +29,14 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from compat_tests.fuzz import sasl
 from compat_tests.fuzz.corpus import GoldenFrame
 from compat_tests.fuzz.mutate import Mutant, mutant
-from compat_tests.harness import BrokerProcess
+from compat_tests.harness import BIND_HOST, BrokerProcess
 
 SERVED_TOPIC = "fuzz-served"
 #: Settings of the broker under fuzzing: the logs of deleted topics are closed one second after the
@@ -44,6 +48,8 @@ _CLOSE_DELAY = 3.0
 #: The longest a served client may wait for any successful operation: a liveness bound, not a benchmark.
 SERVED_MAX_GAP = 5.0
 _PEER = re.compile(r"from 127\.0\.0\.1:(\d+)")
+#: A connection the broker closed for a protocol error (its logger is trafka.broker.connection).
+_PROTOCOL_ERROR = re.compile(r" WARNING (?:trafka\.)?broker\.connection: closing connection")
 
 
 def rss_bytes(pid: int) -> int:
@@ -74,10 +80,13 @@ class ServedReport:
 
 
 class ServedClient:
-    """Produces numbered records one at a time and reads each back, until stopped."""
+    """Produces numbered records one at a time and reads each back, until stopped. `settings` are more
+    librdkafka settings of its producer and consumer (a SASL login)."""
 
-    def __init__(self, bootstrap: str, topic: str = SERVED_TOPIC, timeout: float = 20.0) -> None:
+    def __init__(self, bootstrap: str, topic: str = SERVED_TOPIC, timeout: float = 20.0,
+                 settings: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.settings = dict(settings or {})
         self.topic = topic
         self.timeout = timeout
         self.report = ServedReport()
@@ -104,7 +113,7 @@ class ServedClient:
 
         from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-        quiet = {"logger": logging.getLogger("librdkafka")}
+        quiet = {"logger": logging.getLogger("librdkafka"), **self.settings}
         report = self.report
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 0, **quiet})
@@ -319,7 +328,7 @@ class LogWatcher:
             return
         chunk, self.position = text[self.position : end], end
         lines = chunk.splitlines()
-        self.protocol_errors += sum(" WARNING broker.connection: closing connection" in line for line in lines)
+        self.protocol_errors += sum(_PROTOCOL_ERROR.search(line) is not None for line in lines)
         for number, line in enumerate(lines):
             if not line.startswith("Traceback"):
                 continue
@@ -371,6 +380,30 @@ class CampaignResult:
                 f"{self.served.max_gap * 1000:.0f} ms (at {self.served.max_gap_at:.1f} s)")
 
 
+#: The served client's login on a SASL listener (compat_tests/fuzz/sasl.py's users).
+SASL_SERVED_LOGIN = ("SCRAM-SHA-512", "bob", "bob-secret")
+
+
+def start_sasl_broker(data_dir: Path, overrides: Mapping[str, object] = BROKER_OVERRIDES,
+                      name: str = "fuzz-sasl") -> tuple[BrokerProcess, tuple[str, int]]:
+    """A broker process with a PLAINTEXT listener (the harness's, the probe's and the janitor's) and a
+    SASL_PLAINTEXT listener serving the users of compat_tests/fuzz/sasl.py (its SCRAM users written into
+    `data_dir` first); returns it and the SASL listener's address."""
+    sasl.write_scram_users(data_dir)
+    ports = []
+    for _ in range(2):
+        with socket.create_server((BIND_HOST, 0)) as probe:
+            ports.append(probe.getsockname()[1])
+    broker = BrokerProcess(data_dir, overrides={**overrides, **sasl.sasl_overrides(*ports)}, name=name)
+    broker.start(ports[0])
+    return broker, (BIND_HOST, ports[1])
+
+
+def sasl_served_settings(address: tuple[str, int]) -> dict[str, str]:
+    """The served client's librdkafka settings on the SASL listener at `address`."""
+    return sasl.confluent_settings(f"{address[0]}:{address[1]}", *SASL_SERVED_LOGIN)
+
+
 def create_served_topic(broker: BrokerProcess, topic: str = SERVED_TOPIC) -> None:
     from compat_tests.clients import ClientError, ConfluentClient
 
@@ -397,13 +430,23 @@ def run_campaign(
     progress: Callable[[CampaignResult], None] | None = None,
     progress_every: float = 10.0,
     sweep_every: float = 5.0,
+    target: tuple[str, int] | None = None,
+    make_mutant: Callable[[Sequence[GoldenFrame], int, int], Mutant] = mutant,
+    served_settings: Mapping[str, str] | None = None,
+    settle: float | None = None,
 ) -> CampaignResult:
-    """Send mutants ``start .. start+frames-1`` of `seed` to `broker` while a served client and a probe
-    run; returns the figures and the problems found (a dead broker stops the campaign)."""
+    """Send mutants ``start .. start+frames-1`` of `seed` (made by `make_mutant`: `mutant`, or
+    `sasl_mutant` for a SASL listener) to `target` (default: the broker's own listener) while a served
+    client and a probe run; returns the figures and the problems found (a dead broker stops the campaign).
+
+    The served client uses `served_settings` (librdkafka settings: its bootstrap and login) when given; the
+    probe and the janitor use the broker's own listener. After the final sweep, RSS is measured `settle`
+    seconds later (default: long enough for the files of deleted topics to close)."""
     pid = broker_pid(broker)
     result = CampaignResult(seed)
     create_served_topic(broker)
-    served = ServedClient(broker.bootstrap)
+    served_settings = dict(served_settings or {})
+    served = ServedClient(served_settings.pop("bootstrap.servers", broker.bootstrap), settings=served_settings)
     result.served = served.report  # filled in as the client goes
     served.start()
     probe = Probe(broker.host, broker.port)
@@ -439,8 +482,9 @@ def run_campaign(
     monitor_thread = threading.Thread(target=monitor, name="fuzz-monitor", daemon=True)
     monitor_thread.start()
     try:
-        asyncio.run(_send_all(broker, corpus, seed, start, frames, workers, per_connection, reply_timeout,
-                              result, frames_by_port, recent, stop))
+        asyncio.run(_send_all(broker, target or (broker.host, broker.port), corpus, make_mutant, seed, start,
+                              frames, workers, per_connection, reply_timeout, result, frames_by_port, recent,
+                              stop))
     finally:
         stop.set()
         monitor_thread.join()
@@ -450,7 +494,7 @@ def run_campaign(
         janitor.stop()
     if broker.running:
         janitor.sweep()
-        time.sleep(_CLOSE_DELAY)
+        time.sleep(_CLOSE_DELAY if settle is None else settle)
     result.topics_deleted, result.groups_deleted = janitor.topics_deleted, janitor.groups_deleted
     watcher.poll()
     result.probe_count, result.probe_worst, result.probe_worst_at = probe.count, probe.worst, probe.worst_at
@@ -478,8 +522,9 @@ def run_campaign(
     return result
 
 
-async def _send_all(broker: BrokerProcess, corpus: Sequence[GoldenFrame], seed: int, start: int, frames: int,
-                    workers: int, per_connection: int, reply_timeout: float, result: CampaignResult,
+async def _send_all(broker: BrokerProcess, target: tuple[str, int], corpus: Sequence[GoldenFrame],
+                    make_mutant: Callable[[Sequence[GoldenFrame], int, int], Mutant], seed: int, start: int,
+                    frames: int, workers: int, per_connection: int, reply_timeout: float, result: CampaignResult,
                     frames_by_port: dict[int, list[Mutant]], recent: deque[list[Mutant]],
                     stop: threading.Event) -> None:
     next_index = start
@@ -490,10 +535,10 @@ async def _send_all(broker: BrokerProcess, corpus: Sequence[GoldenFrame], seed: 
         while not stop.is_set() and next_index < end:
             indices = range(next_index, min(next_index + per_connection, end))
             next_index = indices.stop
-            group = [mutant(corpus, seed, index) for index in indices]
+            group = [make_mutant(corpus, seed, index) for index in indices]
             recent.append(group)
             try:
-                answered = await _send(broker.host, broker.port, group, reply_timeout, frames_by_port)
+                answered = await _send(*target, group, reply_timeout, frames_by_port)
             except (OSError, asyncio.TimeoutError) as exc:
                 if not broker.running:
                     stop.set()
@@ -511,19 +556,20 @@ async def _send_all(broker: BrokerProcess, corpus: Sequence[GoldenFrame], seed: 
 
 async def _send(host: str, port: int, group: list[Mutant], reply_timeout: float,
                 frames_by_port: dict[int, list[Mutant]]) -> bool:
-    """Send a group of mutants on one connection and read until EOF, every answer or silence.
-    Returns whether anything came back."""
+    """Send a group of mutants (each after its prelude) on one connection and read until EOF, every
+    answer or silence. Returns whether anything came back."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
     frames_by_port[writer.get_extra_info("sockname")[1]] = group
     received = bytearray()
+    expected = sum(m.answers for m in group)
     try:
-        writer.write(b"".join(m.data for m in group))
+        writer.write(b"".join(m.prelude + m.data for m in group))
         try:
             await asyncio.wait_for(writer.drain(), reply_timeout * 4)
         except (OSError, asyncio.TimeoutError):
             pass
         answers = 0
-        while answers < len(group):
+        while answers < expected:
             try:
                 chunk = await asyncio.wait_for(reader.read(65536), reply_timeout)
             except (OSError, asyncio.TimeoutError):
@@ -540,11 +586,13 @@ async def _send(host: str, port: int, group: list[Mutant], reply_timeout: float,
 
 
 def replay(broker: BrokerProcess, corpus: Sequence[GoldenFrame], seed: int, index: int,
-           timeout: float = 2.0) -> tuple[Mutant, bytes]:
-    """Send one mutant on a fresh connection; returns it and whatever the broker answered."""
-    m = mutant(corpus, seed, index)
-    with socket.create_connection((broker.host, broker.port), timeout=timeout) as sock:
-        sock.sendall(m.data)
+           timeout: float = 2.0, *, target: tuple[str, int] | None = None,
+           make_mutant: Callable[[Sequence[GoldenFrame], int, int], Mutant] = mutant) -> tuple[Mutant, bytes]:
+    """Send one mutant (after its prelude) on a fresh connection to `target` (default: the broker's own
+    listener); returns it and whatever the broker answered."""
+    m = make_mutant(corpus, seed, index)
+    with socket.create_connection(target or (broker.host, broker.port), timeout=timeout) as sock:
+        sock.sendall(m.prelude + m.data)
         received = bytearray()
         try:
             while chunk := sock.recv(65536):

@@ -66,7 +66,10 @@ _WEIGHTS = (14, 14, 10, 10, 8, 8, 8, 8, 6, 6)
 
 @dataclass(frozen=True)
 class Mutant:
-    """One mutated frame: what to send, and how it was made (for failure messages and replays)."""
+    """One mutated frame: what to send, and how it was made (for failure messages and replays).
+
+    A SASL mutant (`sasl_mutant`) may follow a `prelude`: golden frames sent as they are before it on the
+    same connection (a SaslHandshake, a whole login), each of which the broker answers."""
 
     seed: int
     index: int
@@ -74,11 +77,22 @@ class Mutant:
     golden_index: int
     mutations: tuple[str, ...]
     data: bytes  # size prefix included
+    prelude: bytes = b""  # size prefixes included
+    prelude_names: tuple[str, ...] = ()
+    scenario: str = ""
+
+    @property
+    def answers(self) -> int:
+        """How many answers the broker may give: one per prelude frame, and one to the mutant."""
+        return len(self.prelude_names) + 1
 
     def describe(self) -> str:
         head = self.data[:48].hex()
-        return (f"seed {self.seed} frame {self.index}: corpus[{self.golden_index}] ({self.golden.name}) "
-                f"mutated by {', '.join(self.mutations)}; {len(self.data)} bytes, first 48: {head}")
+        what = "its token as a bare frame" if self.scenario == "bare_tokens" else "it"
+        after = (f"after {' then '.join(self.prelude_names)} (sent as they are; SASL scenario {self.scenario}), "
+                 if self.prelude_names else ("first on a SASL connection, " if self.scenario else ""))
+        return (f"seed {self.seed} frame {self.index}: {after}corpus[{self.golden_index}] ({self.golden.name}), "
+                f"{what} mutated by {', '.join(self.mutations)}; {len(self.data)} bytes, first 48: {head}")
 
 
 def mutant(corpus: Sequence[GoldenFrame], seed: int, index: int) -> Mutant:
@@ -88,7 +102,13 @@ def mutant(corpus: Sequence[GoldenFrame], seed: int, index: int) -> Mutant:
     by_api = _by_api(tuple(corpus))
     golden_index = rng.choice(by_api[rng.randrange(len(by_api))])
     golden = corpus[golden_index]
-    frame = bytearray(golden.frame)
+    applied, data = _mutated(rng, golden.frame, corpus)
+    return Mutant(seed, index, golden, golden_index, applied, data)
+
+
+def _mutated(rng: random.Random, original: bytes, corpus: Sequence[GoldenFrame]) -> tuple[tuple[str, ...], bytes]:
+    """One to three mutations of `original`: their names, and the bytes to send (size prefix included)."""
+    frame = bytearray(original)
     applied: list[str] = []
     size: int | None = None
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
@@ -96,11 +116,127 @@ def mutant(corpus: Sequence[GoldenFrame], seed: int, index: int) -> Mutant:
         if kind == "size_prefix":
             size = _bogus_size(rng, len(frame))
         else:
-            _APPLY[kind](rng, frame, golden.frame, corpus)
+            _APPLY[kind](rng, frame, original, corpus)
         applied.append(kind)
     if size is None:
         size = len(frame)
-    return Mutant(seed, index, golden, golden_index, tuple(applied), struct.pack(">i", size) + bytes(frame))
+    return tuple(applied), struct.pack(">i", size) + bytes(frame)
+
+
+# --------------------------------------------------------------------------------------- SASL listeners
+
+#: How a SASL mutant meets a SASL_PLAINTEXT listener (`sasl_mutant`):
+#: - ``first``: first on its connection, before any handshake (only ApiVersions and the SASL APIs may come
+#:   then; anything else closes the connection);
+#: - ``handshake``: after a golden SaslHandshake v1 (and, for SCRAM, now and then bob's golden first
+#:   message), as the exchange's next SaslAuthenticate, or as another request out of turn;
+#: - ``bare_tokens``: after a golden SaslHandshake v0, a golden SaslAuthenticate's token, mutated, as the
+#:   bare frame such a client sends;
+#: - ``authenticated``: after a whole golden PLAIN login, any request (a SaslHandshake then starts a
+#:   re-authentication).
+SASL_SCENARIOS = ("first", "handshake", "bare_tokens", "authenticated")
+_SASL_WEIGHTS = (25, 35, 15, 25)
+
+
+@dataclass(frozen=True)
+class _SaslFrames:
+    """Corpus indices of the golden SASL frames, by what they are."""
+
+    handshakes: dict[tuple[int, str], list[int]]  # (version, mechanism) -> SaslHandshake frames
+    tokens: dict[str, list[int]]  # mechanism -> SaslAuthenticate frames whose token belongs to it
+    sasl: list[int]  # every SaslHandshake and SaslAuthenticate frame
+    logins: list[int]  # PLAIN tokens of users the fuzzed broker knows (sasl.PLAIN_USERS)
+    scram_firsts: list[int]  # SCRAM first messages of bob (sasl.SCRAM_USERS)
+    scram_finals: dict[str, list[int]]  # mechanism -> SCRAM final messages
+
+
+@functools.lru_cache(maxsize=4)
+def _sasl_frames(corpus: tuple[GoldenFrame, ...]) -> _SaslFrames:
+    from compat_tests.fuzz import sasl
+
+    frames = _SaslFrames({}, {}, [], [], [], {})
+    for position, frame in enumerate(corpus):
+        request = sasl.sasl_request(frame)
+        if request is None:
+            continue
+        frames.sasl.append(position)
+        if frame.api_key == 17:
+            frames.handshakes.setdefault((frame.api_version, str(request.mechanism)), []).append(position)
+            continue
+        token = bytes(request.auth_bytes)
+        kind = sasl.token_kind(token)
+        for mechanism in sasl.TOKEN_MECHANISMS[kind]:
+            frames.tokens.setdefault(mechanism, []).append(position)
+            if kind.startswith("scram-final"):
+                frames.scram_finals.setdefault(mechanism, []).append(position)
+        _, user, password = (token.split(b"\0") + [b"", b""])[:3]
+        if kind == "plain" and sasl.PLAIN_USERS.get(user.decode(errors="replace")) == password.decode(errors="replace"):
+            frames.logins.append(position)
+        if kind == "scram-first" and any(f"n={u},".encode() in token for u in sasl.SCRAM_USERS):
+            frames.scram_firsts.append(position)
+    return frames
+
+
+def sasl_frames_complete(corpus: Sequence[GoldenFrame]) -> list[str]:
+    """What `sasl_mutant` needs and the corpus lacks (empty when nothing)."""
+    frames = _sasl_frames(tuple(corpus))
+    lacking = [f"a SaslHandshake v1 for {m}" for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+               if (1, m) not in frames.handshakes]
+    lacking += [f"a SaslHandshake v0 for {m}" for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+                if (0, m) not in frames.handshakes]
+    lacking += [f"a SaslAuthenticate token for {m}" for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+                if m not in frames.tokens]
+    lacking += [what for what, present in (("a PLAIN login of a user the broker knows", frames.logins),
+                                           ("a SCRAM first message of bob", frames.scram_firsts)) if not present]
+    return lacking
+
+
+def sasl_mutant(corpus: Sequence[GoldenFrame], seed: int, index: int) -> Mutant:
+    """The `index`-th mutant of the campaign with `seed` against a SASL_PLAINTEXT listener: a mutated frame
+    in one of the SASL_SCENARIOS, after its prelude of golden frames. The corpus must hold the frames
+    `sasl_frames_complete` asks for."""
+    rng = random.Random(seed * 0x9E3779B1 + index + 0x5A5150)
+    frames = _sasl_frames(tuple(corpus))
+    by_api = _by_api(tuple(corpus))
+
+    def any_api() -> int:
+        return rng.choice(by_api[rng.randrange(len(by_api))])
+
+    scenario = rng.choices(SASL_SCENARIOS, _SASL_WEIGHTS)[0]
+    prelude: list[int] = []
+    bare = False
+    if scenario == "first":
+        golden_index = rng.choice(frames.sasl) if rng.random() < 0.5 else any_api()
+    elif scenario == "handshake":
+        version_mechanisms = sorted(key for key in frames.handshakes if key[0] == 1)
+        _, mechanism = rng.choice(version_mechanisms)
+        prelude.append(rng.choice(frames.handshakes[(1, mechanism)]))
+        candidates = frames.tokens.get(mechanism, frames.sasl)
+        if mechanism.startswith("SCRAM") and frames.scram_firsts and rng.random() < 0.5:
+            prelude.append(rng.choice(frames.scram_firsts))  # the server's first message comes back
+            candidates = frames.scram_finals.get(mechanism, candidates)
+        golden_index = rng.choice(candidates) if rng.random() < 0.75 else any_api()
+    elif scenario == "bare_tokens":
+        version_mechanisms = sorted(key for key in frames.handshakes if key[0] == 0)
+        _, mechanism = rng.choice(version_mechanisms)
+        prelude.append(rng.choice(frames.handshakes[(0, mechanism)]))
+        golden_index = rng.choice(frames.tokens.get(mechanism, frames.sasl))
+        bare = True
+    else:  # authenticated
+        prelude.append(rng.choice(frames.handshakes[(1, "PLAIN")]))
+        prelude.append(rng.choice(frames.logins))
+        golden_index = rng.choice(frames.sasl) if rng.random() < 0.4 else any_api()
+    golden = corpus[golden_index]
+    original = golden.frame
+    if bare:
+        from compat_tests.fuzz import sasl
+
+        request = sasl.sasl_request(golden)
+        original = bytes(request.auth_bytes) if request is not None and golden.api_key == 36 else golden.frame
+    applied, data = _mutated(rng, original, corpus)
+    return Mutant(seed, index, golden, golden_index, applied, data,
+                  prelude=b"".join(struct.pack(">i", len(corpus[i].frame)) + corpus[i].frame for i in prelude),
+                  prelude_names=tuple(f"corpus[{i}] ({corpus[i].name})" for i in prelude), scenario=scenario)
 
 
 @functools.lru_cache(maxsize=4)
