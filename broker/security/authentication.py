@@ -179,10 +179,10 @@ class ConnectionSession:
             return None
         if self.state is AuthState.FAILED:
             return "its authentication failed"
-        if api_key not in _BEFORE_AUTHENTICATION:
-            return f"Unexpected Kafka request of type {_name(api_key)} during SASL handshake."
         if self.state is AuthState.AUTHENTICATE and api_key != ApiKey.SASL_AUTHENTICATE:
             return f"Unexpected Kafka request of type {_name(api_key)} during SASL authentication."
+        if api_key not in _BEFORE_AUTHENTICATION:
+            return f"Unexpected Kafka request of type {_name(api_key)} during SASL handshake."
         return None
 
     def begin(self, mechanism: str, handshake_version: int) -> None:
