@@ -95,3 +95,35 @@ def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_
              "the leader to count the partition under-replicated")
     finally:
         cluster.close()
+
+
+def test_authentications_are_counted_per_listener_mechanism_and_outcome(broker_factory):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    port, sasl_port = _free_port(), _free_port()
+    broker = broker_factory({
+        "metrics.port": port,
+        "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";',
+    })
+    for password in ("alice-secret", "wrong"):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": password})
+        try:
+            admin.list_topics(timeout=3)
+        except KafkaException:
+            assert password == "wrong"
+
+    def counted() -> str | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        labels = {"listener": "SASL_PLAINTEXT", "mechanism": "PLAIN"}
+        ok = _value(text, "trafka_authentications_total", outcome="succeeded", **labels)
+        failed = _value(text, "trafka_authentications_total", outcome="failed", **labels)
+        return text if ok and failed else None
+
+    wait_until(counted, message="a successful and a failed PLAIN login counted")
+    assert broker.running
