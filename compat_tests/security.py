@@ -1,6 +1,7 @@
 """What the security tests share: free ports for extra listeners, the brokers' JAAS settings, SCRAM users
 written into a data directory before a broker starts, unsecured OAUTHBEARER tokens as Kafka's own client
-makes them, and the Java client's ``sasl.jaas.config`` for each mechanism."""
+makes them, the Java client's ``sasl.jaas.config`` for each mechanism, and a confluent-kafka round trip
+over a secured listener."""
 from __future__ import annotations
 
 import base64
@@ -60,3 +61,28 @@ def java_jaas(mechanism: str, user: str, password: str = "") -> str:
     module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
               else "org.apache.kafka.common.security.scram.ScramLoginModule")
     return f'{module} required username="{user}" password="{password}";'
+
+
+def round_trip(config: Mapping[str, str], topic: str, count: int = 10,
+               consumer_config: Mapping[str, str] | None = None) -> list[bytes]:
+    """``count`` records produced to ``topic`` with confluent-kafka's ``config``, then read back from the
+    start by a consumer group (``consumer_config``, by default the same settings): the values read."""
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer(dict(config))
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(20) == 0
+    consumer = Consumer({**(consumer_config if consumer_config is not None else config),
+                         "group.id": f"{topic}-group", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values

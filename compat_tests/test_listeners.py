@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.security import free_port as _free_port
+from compat_tests.security import round_trip as _round_trip
 
 
 def test_each_client_is_told_the_addresses_of_its_own_listener(tmp_path):
@@ -70,32 +71,12 @@ def _tls_broker(tmp_path, client_auth: str = "none", **more: str):
     return broker, certs, tls_port
 
 
-def _round_trip(config: dict[str, str], topic: str, count: int = 20) -> list[bytes]:
-    producer = Producer(config)
-    for i in range(count):
-        producer.produce(topic, value=b"%d" % i)
-    assert producer.flush(20) == 0
-    consumer = Consumer({**config, "group.id": f"{topic}-group", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        for _ in range(200):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) == count:
-                break
-    finally:
-        consumer.close()
-    return values
-
-
 def test_ssl_listener_serves_confluent_and_kafka_python_clients(tmp_path):
     broker, certs, tls_port = _tls_broker(tmp_path)
     try:
         config = {"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL",
                   "ssl.ca.location": str(certs.ca)}
-        assert _round_trip(config, "over-tls") == [b"%d" % i for i in range(20)]
+        assert _round_trip(config, "over-tls", 20) == [b"%d" % i for i in range(20)]
 
         from kafka import KafkaConsumer, KafkaProducer
 

@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from compat_tests.harness import BrokerProcess
 from compat_tests.security import MECHANISMS, OAUTH_JAAS, PLAIN_JAAS
 from compat_tests.security import free_port as _free_port
+from compat_tests.security import round_trip as _round_trip
 from trafka.broker.security.credentials import ScramCredentialStore, from_password
 
 
@@ -46,25 +47,6 @@ def _client(port: int, mechanism: str, user: str = "", password: str = "", proto
     else:
         config.update({"sasl.username": user, "sasl.password": password})
     return config
-
-
-def _round_trip(config: dict[str, str], topic: str, count: int = 10) -> list[bytes]:
-    producer = Producer(config)
-    for i in range(count):
-        producer.produce(topic, value=b"%d" % i)
-    assert producer.flush(20) == 0
-    consumer = Consumer({**config, "group.id": f"{topic}-group", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def _refusal(config: dict[str, str]) -> str:

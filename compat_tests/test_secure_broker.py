@@ -9,7 +9,6 @@ import asyncio
 import os
 import queue
 import re
-import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
 
 from compat_tests.harness import SOURCE_ROOT, BrokerProcess, wait_until
 from compat_tests.reference import (
@@ -32,17 +30,13 @@ from compat_tests.reference import (
     jars_present,
     write_properties,
 )
+from compat_tests.security import free_port as _free_port
+from compat_tests.security import round_trip
 from trafka.broker.testing import BrokerError, TrafkaBroker
 from trafka.broker.tools.processes import terminate
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def trafka(*arguments: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,22 +46,7 @@ def trafka(*arguments: str, stdin: str | None = None) -> subprocess.CompletedPro
 
 def _round_trip(producer_config: dict[str, str], consumer_config: dict[str, str], topic: str,
                 count: int = 5) -> list[bytes]:
-    producer = Producer(producer_config)
-    for i in range(count):
-        producer.produce(topic, value=b"%d" % i)
-    assert producer.flush(20) == 0
-    consumer = Consumer({**consumer_config, "group.id": f"{topic}-group", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
+    return round_trip(producer_config, topic, count, consumer_config=consumer_config)
 
 
 # -- trafka --secure ---------------------------------------------------------------------------------------------

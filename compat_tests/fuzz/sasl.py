@@ -16,13 +16,11 @@ each client makes.
 
 from __future__ import annotations
 
-import base64
-import json
-import time
 from pathlib import Path
 
 from compat_tests.fuzz.corpus import GoldenFrame
 from compat_tests.harness import BIND_HOST
+from compat_tests.security import add_scram_users, unsecured_token  # noqa: F401  (unsecured_token: the capture's)
 
 LISTENER = "SASL_PLAINTEXT"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -58,24 +56,7 @@ def sasl_overrides(plain_port: int, sasl_port: int, *, advertised: tuple[int, in
 
 def write_scram_users(data_dir: Path, users: dict[str, str] = SCRAM_USERS, iterations: int = 4096) -> None:
     """SCRAM-SHA-256 and SCRAM-SHA-512 credentials of `users` in `data_dir`, where the broker finds them."""
-    from trafka.broker.security.credentials import SCRAM_MECHANISMS, ScramCredentialStore, from_password
-
-    Path(data_dir).mkdir(parents=True, exist_ok=True)
-    store = ScramCredentialStore.load(Path(data_dir))
-    for user, password in users.items():
-        for mechanism in SCRAM_MECHANISMS:
-            store.set(user, mechanism, from_password(mechanism, password, iterations))
-
-
-def _b64url(data: dict) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).rstrip(b"=").decode()
-
-
-def unsecured_token(principal: str, lifetime_s: int = 3600) -> str:
-    """An unsecured JWS (``{"alg":"none"}``, no signature) for `principal`, as Kafka's unsecured login
-    makes it; ``iat`` a second in the past, in whole seconds."""
-    now = int(time.time()) - 1
-    return f"{_b64url({'alg': 'none'})}.{_b64url({'sub': principal, 'iat': now, 'exp': now + lifetime_s})}."
+    add_scram_users(data_dir, users, iterations)
 
 
 def confluent_settings(bootstrap: str, mechanism: str, user: str, password: str) -> dict[str, str]:
