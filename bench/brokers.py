@@ -494,3 +494,19 @@ def _status_kb(pid: int, key: str) -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     raise BrokerError(f"no {key} for pid {pid}")
+
+
+def ready_to_run(names: list[str], notes: list[str]) -> list[str]:
+    """Of ``names`` (trafka, kafka), those that can run, ready: Kafka's jars fetched (else it is left out and
+    ``notes`` says why), trafka byte-compiled."""
+    names = list(names)
+    if "kafka" in names:
+        try:
+            kafka_jars(install=True)
+        except (BrokerError, subprocess.CalledProcessError) as exc:
+            names.remove("kafka")
+            notes.append(f"Apache Kafka was not run: {exc}")
+            print(f"bench: {notes[-1]}", file=sys.stderr, flush=True)
+    if "trafka" in names:
+        byte_compile_trafka()
+    return names

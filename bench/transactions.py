@@ -629,16 +629,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         return 0
     plan = QUICK if args.quick else FULL
     notes: list[str] = []
-    names = [n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED]
-    if "kafka" in names:
-        try:
-            brokers.kafka_jars(install=True)
-        except (brokers.BrokerError, subprocess.CalledProcessError) as exc:
-            names.remove("kafka")
-            notes.append(f"Apache Kafka was not run: {exc}")
-            print(f"bench: {notes[-1]}", file=sys.stderr, flush=True)
-    if "trafka" in names:
-        brokers.byte_compile_trafka()
+    names = brokers.ready_to_run([n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED], notes)
     if not names:
         parser.error("no broker to run: --brokers takes trafka, kafka")
 
