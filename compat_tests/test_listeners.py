@@ -126,3 +126,66 @@ def test_mutual_tls_requires_a_client_certificate(tmp_path):
             anonymous.list_topics(timeout=5)
     finally:
         broker.stop()
+
+
+def _client_hello() -> bytes:
+    """The first flight of a real TLS client (OpenSSL, as librdkafka's): its ClientHello record."""
+    import ssl
+
+    context = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        client.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def test_mutated_tls_handshakes_fail_alone(tmp_path):
+    """Mutants of a real ClientHello (bits flipped, cut short, lengths overwritten, garbage after it), each on
+    its own connection to the SSL listener, while a TLS client produces and consumes: each fails alone, the
+    broker logs no traceback and serves the client throughout."""
+    import random
+    import threading
+
+    broker, certs, tls_port = _tls_broker(tmp_path)
+    hello = _client_hello()
+    rng = random.Random(20261127)
+
+    def mutant() -> bytes:
+        data = bytearray(hello)
+        kind = rng.randrange(4)
+        if kind == 0:
+            for _ in range(rng.randint(1, 8)):
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            data = data[:rng.randrange(1, len(data))]
+        elif kind == 2:
+            at = rng.choice([3, 4, 6, 7, 8])  # record and handshake length fields
+            data[at] = rng.randrange(256)
+        else:
+            data += rng.randbytes(rng.randint(1, 2000))
+        return bytes(data)
+
+    mutants = [mutant() for _ in range(300)]
+    served: list[list[bytes]] = []
+    config = {"bootstrap.servers": f"localhost:{tls_port}", "security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+    client = threading.Thread(target=lambda: served.append(_round_trip(config, "through-the-noise", 50)))
+    try:
+        client.start()
+        for data in mutants:
+            with socket.create_connection(("127.0.0.1", tls_port), timeout=5) as connection:
+                connection.sendall(data)
+                connection.shutdown(socket.SHUT_WR)
+                try:
+                    while connection.recv(65536):
+                        pass
+                except OSError:
+                    pass
+        client.join(60)
+        assert served == [[b"%d" % i for i in range(50)]]
+        assert broker.running
+        assert "Traceback" not in broker.log_text()
+    finally:
+        broker.stop()
