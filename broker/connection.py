@@ -7,10 +7,10 @@ leaves through ``os.sendfile``: the response is a list of chunks, and file slice
 the page cache to the socket without passing through Python (slices under ``SENDFILE_MIN`` are read
 and sent with the rest of the response, which costs less than the extra system calls).
 
-On a TLS listener (SSL, SASL_SSL) the connection is a ``trio.SSLStream`` over the socket, its handshake
-done first, within ``TLS_HANDSHAKE_TIMEOUT_S``: a client that does not speak TLS fails fast and alone.
-Record data cannot leave through sendfile there; file slices are read in pieces of ``TLS_READ_SIZE``
-and encrypted as they go, with no work per record. On a SASL listener the connection's
+On a TLS listener (SSL, SASL_SSL) the connection is a TLS transport over the socket
+(``trafka.broker.security.tls_transport``), its handshake done first, within ``TLS_HANDSHAKE_TIMEOUT_S``:
+a client that does not speak TLS fails fast and alone. Record data cannot leave through sendfile there;
+file slices are read in pieces of ``TLS_READ_SIZE`` and encrypted as they go, with no work per record. On a SASL listener the connection's
 ``session`` (``trafka.broker.security.authentication``) says which requests it may make yet: a request it
 may not make closes the connection, and so does a failed authentication, once its answer is sent and
 ``connection.failed.authentication.delay.ms`` has passed.
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from trafka.broker.broker import Broker
     from trafka.broker.config import ListenerConfig
     from trafka.broker.security.authentication import ConnectionSession, ListenerSasl
+    from trafka.broker.security.tls_transport import TlsTransport
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class ServedConnection:
         tls_context: ssl.SSLContext | None = None,
         sasl: ListenerSasl | None = None,
     ) -> None:
-        self.stream: trio.SocketStream | trio.SSLStream = stream
+        self.stream: trio.SocketStream | TlsTransport = stream
         #: The socket under the stream (the TLS layer's, on a TLS listener).
         self.socket = stream.socket
         self.tls_context = tls_context
@@ -141,15 +142,15 @@ class ServedConnection:
 
     async def _tls_handshake(self) -> bool:
         """Wrap the connection in TLS and complete the handshake; False (logged) when it fails."""
-        self.stream = trio.SSLStream(self.stream, self.tls_context, server_side=True)
+        from trafka.broker.security.tls_transport import TlsClosed, TlsTransport
+
+        self.stream = TlsTransport(self.stream, self.tls_context)
         with trio.move_on_after(TLS_HANDSHAKE_TIMEOUT_S) as timeout:
             try:
                 await self.stream.do_handshake()
-            except trio.BrokenResourceError as exc:
-                cause = exc.__cause__ if exc.__cause__ is not None else exc
+            except (ssl.SSLError, TlsClosed, OSError) as exc:
                 log.info("connection %s from %s on listener %s: TLS handshake failed: %s", self.connection_id,
-                         self.peer, self.listener.name, cause)
-                await self._send_tls_alert()
+                         self.peer, self.listener.name, exc)
                 return False
         if timeout.cancelled_caught:
             log.info("connection %s from %s on listener %s: no TLS handshake within %d s", self.connection_id,
@@ -157,26 +158,11 @@ class ServedConnection:
             return False
         return True
 
-    async def _send_tls_alert(self) -> None:
-        """Send what TLS queued when the handshake failed (its alert: a client without the certificate a
-        listener requires learns why at once, as Kafka's broker tells it), best effort. trio's SSLStream
-        stops before sending it; the bytes are in its outgoing buffer."""
-        outgoing = getattr(self.stream, "_outgoing", None)
-        pending = outgoing.read() if outgoing is not None else b""
-        if pending:
-            with trio.move_on_after(1):
-                try:
-                    await self.stream.transport_stream.send_all(pending)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    pass
-
     async def _receive_into(self, room: memoryview) -> int:
         """Read what the peer sent into ``room``; 0 when it closed."""
         if self.tls_context is None:
             return await self.socket.recv_into(room)
-        data = await self.stream.receive_some(len(room))
-        room[: len(data)] = data
-        return len(data)
+        return await self.stream.receive_into(room)
 
     def _tls_principal(self) -> str | None:
         """The principal of a client that presented a certificate (mutual TLS), by the listener's
