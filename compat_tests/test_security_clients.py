@@ -1,5 +1,5 @@
-"""TLS and SASL with the other real clients: aiokafka, kafkajs, Apache Kafka's Java client and PySpark's Kafka
-connector, against one broker process serving every kind of listener at once.
+"""TLS and SASL with every real client: confluent-kafka, kafka-python, aiokafka, kafkajs, Apache Kafka's Java
+client and PySpark's Kafka connector, against one broker process serving every kind of listener at once.
 
 The broker (one per module) listens on:
 
@@ -10,8 +10,8 @@ The broker (one per module) listens on:
 - REAUTH, SASL_SSL with connections.max.reauth.ms=2000 (KIP-368: a client re-authenticates or is cut off);
 - SCRAM_ONLY, SASL_PLAINTEXT with SCRAM-SHA-512 alone (to refuse the other mechanisms).
 
-aiokafka and the Java client produce and consume through a consumer group over SSL, mutual TLS, and
-SASL_PLAINTEXT and SASL_SSL with each of the four mechanisms; kafkajs over SSL, mutual TLS, SASL_PLAINTEXT with
+confluent-kafka, kafka-python, aiokafka and the Java client produce and consume through a consumer group over
+SSL, mutual TLS, and SASL_PLAINTEXT and SASL_SSL with each of the four mechanisms; kafkajs over SSL, mutual TLS, SASL_PLAINTEXT with
 PLAIN and both SCRAMs, and SASL_SSL with all four; PySpark's connector writes and reads a batch over SASL_SSL.
 The Java client also re-authenticates (KIP-368) without a pause in a long read, and sees each refusal (a bad
 password, an unknown user, a mechanism not enabled, a client without TLS on a TLS listener, a TLS client on a
@@ -37,8 +37,16 @@ from confluent_kafka import Producer
 
 from compat_tests.clients import ClientError, JavaClient, JavaDriver, KafkajsClient, Message
 from compat_tests.harness import BrokerProcess, wait_until
-from compat_tests.security import MECHANISMS, OAUTH_JAAS, PLAIN_JAAS, add_scram_users, free_port, java_jaas, \
-    unsecured_token
+from compat_tests.security import (
+    MECHANISMS,
+    OAUTH_JAAS,
+    PLAIN_JAAS,
+    add_scram_users,
+    free_port,
+    java_jaas,
+    round_trip,
+    unsecured_token,
+)
 from compat_tests.test_spark import LogCheck, spark_jvm  # noqa: F401  (the module's Spark session)
 
 #: listener name -> (security protocol, settings of its own, under listener.name.<name>.)
@@ -219,6 +227,79 @@ def test_aiokafka_refusals_carry_kafkas_code_and_message(secure, caplog, listene
     with caplog.at_level("ERROR", logger="aiokafka"), pytest.raises(aiokafka.errors.KafkaConnectionError):
         asyncio.run(asyncio.wait_for(start(), 30))
     assert any(logged in record.getMessage() for record in caplog.records), caplog.text
+
+
+# ------------------------------------------------------------------------------- kafka-python, confluent-kafka
+
+
+def _kafka_python_tokens(principal: str):
+    """kafka-python's OAUTHBEARER token provider: an unsecured JWS for the principal."""
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class UnsecuredTokens(AbstractTokenProvider):
+        def token(self) -> str:
+            return unsecured_token(principal)
+
+    return UnsecuredTokens()
+
+
+def _kafka_python_settings(secure: SecureBroker, listener: str, mechanism: str | None) -> dict:
+    settings: dict = {"bootstrap_servers": secure.bootstrap(listener), "security_protocol": secure.protocol(listener)}
+    if secure.uses_tls(listener):
+        identity = secure.client_certificate(listener)
+        settings["ssl_cafile"] = str(secure.certs.ca)
+        if identity is not None:
+            settings.update(ssl_certfile=str(identity.certificate), ssl_keyfile=str(identity.key))
+    if mechanism is not None:
+        user, password = USERS[mechanism]
+        settings["sasl_mechanism"] = mechanism
+        if mechanism == "OAUTHBEARER":
+            settings["sasl_oauth_token_provider"] = _kafka_python_tokens(user)
+        else:
+            settings.update(sasl_plain_username=user, sasl_plain_password=password)
+    return settings
+
+
+@pytest.mark.parametrize("way", WAYS_IN, ids=_way_id)
+def test_kafka_python_produces_and_consumes_in_a_group(secure, topic, way):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    listener, mechanism = way
+    name, values = topic(), _values(10, "kafka-python")
+    settings = _kafka_python_settings(secure, listener, mechanism)
+    producer = KafkaProducer(**settings)
+    for value in values:
+        producer.send(name, value)
+    producer.flush(20)
+    producer.close()
+    consumer = KafkaConsumer(name, group_id=f"{name}-group", auto_offset_reset="earliest", consumer_timeout_ms=10_000,
+                             **settings)
+    try:
+        assert [record.value for record in consumer][:10] == values
+    finally:
+        consumer.close()
+
+
+def _confluent_config(secure: SecureBroker, listener: str, mechanism: str | None) -> dict[str, str]:
+    config = {"bootstrap.servers": secure.bootstrap(listener), "security.protocol": secure.protocol(listener)}
+    if secure.uses_tls(listener):
+        identity = secure.client_certificate(listener)
+        config["ssl.ca.location"] = str(secure.certs.ca)
+        if identity is not None:
+            config.update({"ssl.certificate.location": str(identity.certificate), "ssl.key.location": str(identity.key)})
+    if mechanism == "OAUTHBEARER":
+        config.update({"sasl.mechanism": mechanism, "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                       "sasl.oauthbearer.config": f"principal={USERS[mechanism][0]}"})
+    elif mechanism is not None:
+        user, password = USERS[mechanism]
+        config.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return config
+
+
+@pytest.mark.parametrize("way", WAYS_IN, ids=_way_id)
+def test_confluent_kafka_produces_and_consumes_in_a_group(secure, topic, way):
+    listener, mechanism = way
+    assert round_trip(_confluent_config(secure, listener, mechanism), topic(), 10) == [b"%d" % i for i in range(10)]
 
 
 # --------------------------------------------------------------------------------------- kafkajs
