@@ -136,7 +136,9 @@ def test_librdkafka_fails_only_the_keyless_records_of_a_mixed_batch(compacting_b
     # One batch of 100 records, every tenth without a key: the response's record errors name the ten, so
     # librdkafka fails them with INVALID_RECORD and the other 90 with _INVALID_DIFFERENT_RECORD.
     name = topic(1, on=compacting_broker, configs=COMPACTED)
-    producer = Producer({"bootstrap.servers": compacting_broker.bootstrap, "linger.ms": 500, "retries": 0})
+    # All 100 in one batch, however slow the machine: sent when the 100th arrives (or at the flush).
+    producer = Producer({"bootstrap.servers": compacting_broker.bootstrap, "linger.ms": 10_000, "batch.num.messages": 100,
+                         "retries": 0})
     errors: dict[int, str] = {}
     for i in range(100):
         producer.produce(name, value=b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i, partition=0,
