@@ -118,7 +118,6 @@ class ServedConnection:
             if self.tls_context is not None and not await self._tls_handshake():
                 return
             from trafka.broker.security.authentication import ConnectionSession
-
             from trafka.broker.security.principal import NoMatchingRule
 
             try:
