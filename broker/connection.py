@@ -118,14 +118,17 @@ class ServedConnection:
             if self.tls_context is not None and not await self._tls_handshake():
                 return
             from trafka.broker.security.authentication import ConnectionSession
-            from trafka.broker.security.principal import NoMatchingRule
 
-            try:
-                principal = self._tls_principal()
-            except NoMatchingRule as exc:
-                log.info("closing connection %s from %s on listener %s: %s", self.connection_id, self.peer,
-                         self.listener.name, exc)
-                return
+            principal = None
+            if self.tls_context is not None:  # (the TLS machinery is loaded for TLS listeners only)
+                from trafka.broker.security.principal import NoMatchingRule
+
+                try:
+                    principal = self._tls_principal()
+                except NoMatchingRule as exc:
+                    log.info("closing connection %s from %s on listener %s: %s", self.connection_id, self.peer,
+                             self.listener.name, exc)
+                    return
             self.session = ConnectionSession.for_listener(self.listener, self.sasl, principal)
             await self._serve()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
@@ -166,8 +169,6 @@ class ServedConnection:
     def _tls_principal(self) -> str | None:
         """The principal of a client that presented a certificate (mutual TLS), by the listener's
         ``ssl.principal.mapping.rules``; None without one."""
-        if self.tls_context is None:
-            return None
         certificate = self.stream.getpeercert(binary_form=True)
         if not certificate:
             return None
