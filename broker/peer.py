@@ -1,8 +1,9 @@
 """An asynchronous connection from this broker to another one (Kafka's NetworkClient, as a follower's
 fetcher, the transaction marker channel and other broker-to-broker senders use it).
 
-``PeerConnection.connect`` opens a TCP stream (wrapped in TLS, and authenticated with SASL, when the
-inter-broker listener asks for it: ``trafka.broker.security.inter_broker``) and exchanges ApiVersions once;
+``PeerConnection.connect`` opens a TCP stream (in TLS through the broker's own transport,
+``trafka.broker.security.tls_transport``, and authenticated with SASL, when the inter-broker listener asks
+for it: ``trafka.broker.security.inter_broker``) and exchanges ApiVersions once;
 ``api_versions`` then answers which version of an API both sides speak (the highest common one). ``request`` sends one
 request and returns its decoded response: requests go one at a time (a lock queues concurrent
 callers). The framing is ``wire.client``'s: correlation ids, header versions, matching the response
@@ -17,6 +18,7 @@ arrive and would be taken for the next request's.
 """
 from __future__ import annotations
 
+import ssl
 from typing import TYPE_CHECKING
 
 import trio
@@ -65,8 +67,12 @@ class PeerConnection:
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.broken = False
         self._lock = trio.StrictFIFOLock()
-        # A socket is read straight into the protocol's buffer; any other stream through receive_some.
-        self._receive_into = stream.socket.recv_into if isinstance(stream, trio.SocketStream) else None
+        # A socket, or the broker's TLS transport, is read straight into the protocol's buffer; any other
+        # stream through receive_some.
+        if isinstance(stream, trio.SocketStream):
+            self._receive_into = stream.socket.recv_into
+        else:
+            self._receive_into = getattr(stream, "receive_into", None)
 
     def __repr__(self) -> str:
         return f"PeerConnection({self.address})"
@@ -91,12 +97,16 @@ class PeerConnection:
             with trio.fail_after(connect_timeout_s):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
                 if security is not None and security.tls is not None:
-                    stream = trio.SSLStream(stream, security.tls, server_hostname=host)
-                    await stream.do_handshake()
+                    from trafka.broker.security.tls_transport import TlsClosed, TlsTransport
+
+                    stream = TlsTransport(stream, security.tls, server_hostname=host)
+                    try:
+                        await stream.do_handshake()
+                    except (ssl.SSLError, TlsClosed) as exc:
+                        await stream.aclose()
+                        raise PeerError(f"{address}: TLS handshake failed: {exc}") from None
         except trio.TooSlowError:
             raise PeerError(f"{address}: no connection within {connect_timeout_s} s") from None
-        except trio.BrokenResourceError as exc:
-            raise PeerError(f"{address}: TLS handshake failed: {exc.__cause__ or exc}") from None
         except OSError as exc:
             raise PeerError(f"{address}: cannot connect: {exc.strerror or exc}") from None
         connection = cls(stream, address, client_id=client_id, max_frame_bytes=max_frame_bytes)

@@ -1,5 +1,5 @@
-"""A client's TLS connection as the broker serves it: Python's ``ssl`` (an ``SSLObject`` over memory BIOs)
-on a Trio socket, built for whole frames rather than single records.
+"""A TLS connection of the broker's, served (a client's) or opened (to another broker): Python's ``ssl`` (an
+``SSLObject`` over memory BIOs) on a Trio socket, built for whole frames rather than single records.
 
 A socket read (up to ``READ_SIZE``) is fed to OpenSSL at once, and every TLS record it completes is
 decrypted straight into the caller's buffer (the request frame's own, for a large Produce) in one tight
@@ -27,14 +27,19 @@ class TlsClosed(Exception):
 
 
 class TlsTransport:
-    """The server's side of one TLS connection over ``stream``'s socket (see the module's docstring)."""
+    """One TLS connection over ``stream``'s socket (see the module's docstring): the server's side, or with
+    ``server_hostname`` the client's (the name its certificate is checked against, where the context checks
+    host names)."""
 
-    def __init__(self, stream: trio.SocketStream, context: ssl.SSLContext) -> None:
+    def __init__(self, stream: trio.SocketStream, context: ssl.SSLContext, *,
+                 server_hostname: str | None = None) -> None:
         self.transport_stream = stream
         self._socket = stream.socket
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        client = server_hostname is not None
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=not client,
+                                     server_hostname=server_hostname if client else None)
         self._buffer = bytearray(READ_SIZE)
         self._peer_closed = False
 

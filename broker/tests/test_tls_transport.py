@@ -79,3 +79,33 @@ async def test_mutual_tls_gives_the_clients_certificate(certs):
     async with trio.open_nursery() as nursery:
         nursery.start_soon(serve)
         await client.do_handshake()
+
+
+async def test_both_sides_of_the_brokers_own_transport(certs):
+    """A broker's connection to another (the client's side, checking the host name) against a served one."""
+    left, right = trio.socket.socketpair()
+    server = TlsTransport(trio.SocketStream(left), server_context(certs.listener_settings(client_auth="required")))
+    client = TlsTransport(trio.SocketStream(right), client_context(certs.client_settings("broker")),
+                          server_hostname="localhost")
+    payload = os.urandom(1024 * 1024 + 3)
+
+    async def serve():
+        await server.do_handshake()
+        room, got = bytearray(256 * 1024), bytearray()
+        while len(got) < len(payload):
+            got.extend(room[:await server.receive_into(memoryview(room))])
+        await server.send_all(bytes(reversed(got)))
+        await server.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve)
+        await client.do_handshake()
+        await client.send_all(payload)
+        room, back = bytearray(1 << 20), bytearray()
+        while len(back) < len(payload):
+            count = await client.receive_into(memoryview(room))
+            assert count, "closed early"
+            back.extend(room[:count])
+        assert await client.receive_into(memoryview(room)) == 0  # the server's close_notify
+        await client.aclose()
+    assert bytes(back) == bytes(reversed(payload))
