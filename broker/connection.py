@@ -10,10 +10,11 @@ and sent with the rest of the response, which costs less than the extra system c
 On a TLS listener (SSL, SASL_SSL) the connection is a TLS transport over the socket
 (``trafka.broker.security.tls_transport``), its handshake done first, within ``TLS_HANDSHAKE_TIMEOUT_S``:
 a client that does not speak TLS fails fast and alone. Record data cannot leave through sendfile there;
-file slices are read in pieces of ``TLS_READ_SIZE`` and encrypted as they go, with no work per record. On a SASL listener the connection's
-``session`` (``trafka.broker.security.authentication``) says which requests it may make yet: a request it
-may not make closes the connection, and so does a failed authentication, once its answer is sent and
-``connection.failed.authentication.delay.ms`` has passed.
+file slices are read in pieces of ``TLS_READ_SIZE`` and encrypted as they go, with no work per record.
+
+On a SASL listener the connection's ``session`` (``trafka.broker.security.authentication``) says which
+requests it may make yet: a request it may not make closes the connection, and so does a failed
+authentication, once its answer is sent and ``connection.failed.authentication.delay.ms`` has passed.
 
 A request frame over ``DECODE_IN_PLACE_LIMIT`` is decoded in a worker thread, and its response encoded
 there too: a client that sends megabytes of arrays (a Metadata request naming a million topics) waits
