@@ -161,12 +161,6 @@ class ServedConnection:
             return False
         return True
 
-    async def _receive_into(self, room: memoryview) -> int:
-        """Read what the peer sent into ``room``; 0 when it closed."""
-        if self.tls_context is None:
-            return await self.socket.recv_into(room)
-        return await self.stream.receive_into(room)
-
     def _tls_principal(self) -> str | None:
         """The principal of a client that presented a certificate (mutual TLS), by the listener's
         ``ssl.principal.mapping.rules``; None without one."""
@@ -184,7 +178,8 @@ class ServedConnection:
 
     async def _serve(self) -> None:
         protocol = self.protocol
-        receive_into = self._receive_into
+        # Straight from the socket into the frame's buffer; on TLS, decrypted into it.
+        receive_into = self.socket.recv_into if self.tls_context is None else self.stream.receive_into
         session = self.session
         while not self._draining:
             event = protocol.next_raw_frame() if session.raw_tokens else protocol.next_request()
