@@ -30,6 +30,8 @@ SETTINGS = {
     "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
     "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+    # KIP-368: sessions of a minute, told in SaslAuthenticate; clients re-authenticate on the connection.
+    "listener.name.sasl_plaintext.connections.max.reauth.ms": 60_000,
 }
 Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
@@ -150,6 +152,22 @@ def test_sasl_requests_where_there_is_no_exchange(brokers):
     assert_same(on_both(brokers, on_plaintext, sasl=False))
 
 
+@pytest.mark.parametrize("again", [b"\0alice\0alice-secret", b"\0alice\0wrong", b"\0admin\0x"],
+                         ids=["same-user", "wrong-password", "another-user"])
+def test_reauthentication_on_the_same_connection(brokers, again):
+    """KIP-368: after a successful login the client authenticates again on the same connection."""
+    def ask(client):
+        _handshake(client, "PLAIN")
+        first = _authenticate(client, b"\0alice\0alice-secret")
+        handshake = _handshake(client, "PLAIN")
+        second = _authenticate(client, again)
+        served = not _closed(lambda: client.request(MetadataRequest(topics=[]), 12))
+        return (first.error_message, first.session_lifetime_ms, handshake, second.error_code, second.error_message,
+                second.session_lifetime_ms, served)
+
+    assert_same(on_both(brokers, ask))
+
+
 # -------------------------------------------------------------------------------- SCRAM credentials
 
 
@@ -166,6 +184,7 @@ def test_scram_credential_requests(brokers):
                                   salted_password=b"p" * 64)]), 0)
         after = client.request(DescribeUserScramCredentialsRequest(users=None), 0)
         return (
+            (described.error_code, described.error_message),
             [(r.user, r.error_code, r.error_message, [(c.mechanism, c.iterations) for c in r.credential_infos])
              for r in described.results],
             sorted((r.user, r.error_code, r.error_message) for r in altered.results),

@@ -23,7 +23,7 @@ async def handle_describe_user_scram_credentials(
     users = None if request.users is None else [user.name for user in request.users]
     described = ctx.broker.scram_credentials().describe(users)
     return DescribeUserScramCredentialsResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",  # "" as Kafka answers, not null
         results=[Result(user=d.user, error_code=d.error, error_message=d.message,
                         credential_infos=[Info(mechanism=m, iterations=i) for m, i in d.credentials])
                  for d in described])

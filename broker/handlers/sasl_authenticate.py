@@ -53,7 +53,8 @@ async def handle_sasl_authenticate(ctx: RequestContext, request: SaslAuthenticat
                   ctx.listener, principal, session.mechanism)
         if ctx.broker.metrics is not None:
             ctx.broker.metrics.authentication(ctx.listener, session.mechanism, succeeded=True)
-    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=token,
+    # ("" rather than null, as Kafka answers: compat_tests/test_differential_security.py compares them)
+    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message="", auth_bytes=token,
                                     session_lifetime_ms=lifetime)
 
 
