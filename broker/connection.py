@@ -230,8 +230,9 @@ class ServedConnection:
                      self.listener.name, refusal)
             if self.session.answers_refusal:
                 # During the exchange Kafka answers such a request with its error response, then closes.
+                refused = top_level_error_response(header.api_key, header.api_version, ErrorCode.ILLEGAL_SASL_STATE)
                 await self.send_chunks(self.protocol.send_response(
-                    header, _illegal_sasl_state(header.api_key, header.api_version)))
+                    header, refused if refused is not None else RESPONSES[header.api_key]()))
             return False
         handler = REGISTRY.get(header.api_key)
         ctx = RequestContext(broker=self.broker, header=header, peer=self.peer, connection_id=self.connection_id,
@@ -380,15 +381,6 @@ class ServedConnection:
             await self.stream.send_all(data)
             position += len(data)
             remaining -= len(data)
-
-
-def _illegal_sasl_state(api_key: int, version: int):
-    """The response of ``api_key`` that says ILLEGAL_SASL_STATE where ``version`` of it has a top-level
-    error, and is empty otherwise."""
-    response = RESPONSES[api_key]()
-    if any(field.name == "error_code" and version in field.versions for field in response.FIELDS):
-        response.error_code = ErrorCode.ILLEGAL_SASL_STATE
-    return response
 
 
 def _api_name(api_key: int) -> str:

@@ -219,8 +219,8 @@ def top_level_error_response(api: int, version: int, error_code: int):
     """The response of ``api`` carrying nothing but ``error_code`` at its top level (an error rule's
     answer); None when that version of the response has no such field."""
     response = RESPONSES[ApiKey(api)]()
-    field_ = next(f for f in response.FIELDS if f.name == "error_code")
-    if version not in field_.versions:
+    field_ = next((f for f in response.FIELDS if f.name == "error_code"), None)
+    if field_ is None or version not in field_.versions:
         return None
     response.error_code = error_code
     return response
