@@ -80,6 +80,11 @@ SERVED_APIS = (
     "ListPartitionReassignments",
     "DescribeUserScramCredentials",
     "AlterUserScramCredentials",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
+    "DescribeClientQuotas",
+    "AlterClientQuotas",
 )
 
 # Schemas without an api key, encoded inside other messages (JoinGroup/SyncGroup member metadata

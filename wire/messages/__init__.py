@@ -94,6 +94,17 @@ from trafka.wire.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
+from trafka.wire.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from trafka.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
+from trafka.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
+from trafka.wire.messages.describe_client_quotas import (
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
+from trafka.wire.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from trafka.wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
 from trafka.wire.primitives import Message
 
@@ -124,6 +135,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -135,6 +149,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -173,6 +189,9 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.END_TXN: EndTxnRequest,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsRequest,
+    ApiKey.CREATE_ACLS: CreateAclsRequest,
+    ApiKey.DELETE_ACLS: DeleteAclsRequest,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
     ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
     ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsRequest,
@@ -184,6 +203,8 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
     ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasRequest,
+    ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasRequest,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
@@ -221,6 +242,9 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.END_TXN: EndTxnResponse,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitResponse,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsResponse,
+    ApiKey.CREATE_ACLS: CreateAclsResponse,
+    ApiKey.DELETE_ACLS: DeleteAclsResponse,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
     ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
     ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsResponse,
@@ -232,6 +256,8 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
     ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasResponse,
+    ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasResponse,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
@@ -252,6 +278,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -266,16 +294,24 @@ __all__ = [
     "ConsumerGroupHeartbeatResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
