@@ -66,6 +66,10 @@ class Server:
             self.broker = broker = Broker(config)
             try:
                 sasl = _sasl_settings(config, broker)
+                if any(s.jwks_refreshers for s in sasl.values()):
+                    from trafka.broker.security.authentication import fetch_verification_keys
+
+                    await fetch_verification_keys(sasl)
             except (ConfigError, ValueError):
                 for _, socket_listener in listeners:
                     await socket_listener.aclose()
@@ -91,6 +95,10 @@ class Server:
                     log.warning("%s", maps_warning)
                 async with trio.open_nursery() as connections:
                     await connections.start(broker.run_background)
+                    if any(s.jwks_refreshers for s in sasl.values()):
+                        from trafka.broker.security.authentication import refresh_verification_keys
+
+                        refresh_verification_keys(sasl, connections)
                     async with trio.open_nursery() as accepting:
                         for served, socket_listener in listeners:
                             accepting.start_soon(self._accept, served, socket_listener, connections,

@@ -440,6 +440,29 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=0),
     _broker("connection.failed.authentication.delay.ms", _T.INT, 100,
             "How long a connection that failed authentication waits before it is closed.", minimum=0),
+    # OAUTHBEARER validated against a JWKS (each also per listener, and per listener and mechanism:
+    # listener.name.<l>.oauthbearer.<setting>).
+    _broker("sasl.server.callback.handler.class", _T.STRING, None,
+            "Validator of a mechanism's credentials, given as listener.name.<l>.oauthbearer.sasl.server.callback."
+            "handler.class: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler "
+            "validates OAUTHBEARER tokens against a JWKS.",
+            note="only OAuthBearerValidatorCallbackHandler is served; another class stops the start"),
+    _broker("sasl.oauthbearer.jwks.endpoint.url", _T.STRING, None,
+            "Where the keys verifying OAUTHBEARER tokens are: a JWKS file (file:), read at start, or an "
+            "http:/https: URL, fetched at start and refreshed in the background."),
+    _broker("sasl.oauthbearer.jwks.endpoint.refresh.ms", _T.LONG, 3_600_000,
+            "How often the JWKS URL is fetched again.", minimum=0),
+    _broker("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _T.LONG, 100,
+            "First wait before fetching the JWKS URL again after a failure; it doubles with each attempt."),
+    _broker("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _T.LONG, 10_000,
+            "Longest a refresh of the JWKS URL keeps retrying."),
+    _broker("sasl.oauthbearer.expected.audience", _T.LIST, None,
+            "Audiences a token's aud must name one of; unset, a token with an aud is refused."),
+    _broker("sasl.oauthbearer.expected.issuer", _T.STRING, None, "Issuer a token's iss must be; unset, not checked."),
+    _broker("sasl.oauthbearer.clock.skew.seconds", _T.INT, 30,
+            "Leeway in seconds for a token's exp and nbf against the broker's clock."),
+    _broker("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", "Claim holding a token's scope."),
+    _broker("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub", "Claim holding a token's principal name."),
     _broker("controller.listener.names", _T.LIST, None,
             "Listener names of KRaft controllers: left out, this broker being its own controller."),
     _broker("advertised.listeners", _T.LIST, None, "Address clients are told to connect to."),

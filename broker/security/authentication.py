@@ -15,6 +15,14 @@ carried the exchange (``trafka.broker.security.sasl``) to its end, as Kafka's Sa
   credential expires sooner), which SaslAuthenticate v1+ tells the client; a client that does not
   authenticate again (SaslHandshake then SaslAuthenticate on the same connection, same principal and
   mechanism) before then has its connection closed at its next request.
+
+OAUTHBEARER takes Kafka's unsecured tokens unless the listener names Kafka's validator of signed tokens,
+``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.
+OAuthBearerValidatorCallbackHandler`` (the only handler class served): its ``sasl.oauthbearer.*`` settings are
+read as Kafka's broker hands them to the handler, ``listener.name.<l>.oauthbearer.<setting>`` over
+``listener.name.<l>.<setting>`` over ``<setting>``, and its keys come from ``trafka.broker.security.jwks``.
+A JWKS URL is fetched before the broker serves (:func:`fetch_verification_keys`) and refreshed by a task of
+the broker's (:func:`refresh_verification_keys`).
 """
 from __future__ import annotations
 
@@ -27,12 +35,16 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from trafka.broker.config import ConfigError, ListenerConfig, listener_settings
+from trafka.broker.config import LISTENER_PREFIX, ConfigError, ListenerConfig, listener_settings
 from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:  # the SASL machinery is imported when a SASL listener is configured
+    import trio
+
     from trafka.broker.security.credentials import ScramCredentialStore
+    from trafka.broker.security.jwks import RefreshingJwks
     from trafka.broker.security.sasl import SaslServerContext, SaslServerExchange
+    from trafka.broker.security.sasl.oidc import OidcValidator
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +66,8 @@ class ListenerSasl:
     max_reauth_ms: int = 0
     #: connection.failed.authentication.delay.ms.
     failed_authentication_delay_ms: int = 100
+    #: The JWKS URLs whose keys OAUTHBEARER tokens are verified with: fetched at start, then refreshed.
+    jwks_refreshers: tuple[RefreshingJwks, ...] = ()
 
 
 def listener_sasl(properties: Mapping[str, str], listener: ListenerConfig,
@@ -83,7 +97,17 @@ def listener_sasl(properties: Mapping[str, str], listener: ListenerConfig,
             ".sasl.enabled.mechanisms)")
     login_config = properties.get(LOGIN_CONFIG)
     plain_users: dict[str, str] = {}
-    oauthbearer = UnsecuredValidatorOptions()
+    oauthbearer: UnsecuredValidatorOptions | OidcValidator = UnsecuredValidatorOptions()
+    refreshers: tuple[RefreshingJwks, ...] = ()
+    for mechanism in enabled:
+        handler_key = f"{LISTENER_PREFIX}{listener.name.lower()}.{mechanism.lower()}.{_CALLBACK_HANDLER_CLASS}"
+        if mechanism != OAUTHBEARER and (properties.get(handler_key) or "").strip():
+            raise ConfigError(f"{handler_key}={properties[handler_key].strip()}: not served; trafka validates "
+                              f"{mechanism} itself (leave the setting out)")
+    if OAUTHBEARER in enabled:
+        validator = oidc_validator(properties, listener.name)
+        if validator is not None:
+            oauthbearer, refreshers = validator
     for mechanism in enabled:
         try:
             jaas = server_jaas(listener.name, mechanism, properties, Path(login_config) if login_config else None)
@@ -93,14 +117,136 @@ def listener_sasl(properties: Mapping[str, str], listener: ListenerConfig,
             continue
         if mechanism == PLAIN:
             plain_users = users_from_jaas(jaas.entries)
-        elif mechanism == OAUTHBEARER:
+        elif mechanism == OAUTHBEARER and isinstance(oauthbearer, UnsecuredValidatorOptions):
             oauthbearer = UnsecuredValidatorOptions.from_jaas_entries(jaas.entries)
+        elif mechanism == OAUTHBEARER and len(jaas.entries) != 1:
+            raise ConfigError(f"listener {listener.name}: Must supply exactly 1 non-null JAAS mechanism "
+                              f"configuration (size was {len(jaas.entries)})")
     context = SaslServerContext(plain_users=plain_users, scram_credentials=credentials.get, oauthbearer=oauthbearer)
     return ListenerSasl(
         listener.name, tuple(enabled), context,
         max_reauth_ms=_non_negative(settings, "connections.max.reauth.ms", 0),
         failed_authentication_delay_ms=_non_negative(settings, "connection.failed.authentication.delay.ms", 100),
+        jwks_refreshers=refreshers,
     )
+
+
+#: Kafka's validator of signed OAUTHBEARER tokens, under its name and its older one (Kafka 3.1 to 3.x).
+OIDC_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+_CALLBACK_HANDLER_CLASS = "sasl.server.callback.handler.class"
+
+
+def oauthbearer_setting(properties: Mapping[str, str], listener: str, name: str) -> str | None:
+    """An OAUTHBEARER handler's setting as Kafka's broker hands it over: per listener and mechanism, per
+    listener, then for the whole broker."""
+    own = f"{LISTENER_PREFIX}{listener.lower()}."
+    for key in (f"{own}oauthbearer.{name}", f"{own}{name}", name):
+        if key in properties:
+            return properties[key]
+    return None
+
+
+def oidc_validator(properties: Mapping[str, str], listener: str
+                   ) -> tuple[OidcValidator, tuple[RefreshingJwks, ...]] | None:
+    """The listener's validator of signed OAUTHBEARER tokens and the JWKS URL to refresh (if its keys come
+    from one), or None when it keeps Kafka's unsecured validator. ConfigError for another handler class or
+    settings Kafka refuses; a JWKS file is read here."""
+    from trafka.broker.security.jwks import JwksUnavailable, RefreshingJwks, read_jwks_file
+    from trafka.broker.security.sasl.oidc import OidcValidator, OidcValidatorSettings
+
+    handler_key = f"{LISTENER_PREFIX}{listener.lower()}.oauthbearer.{_CALLBACK_HANDLER_CLASS}"
+    handler = (properties.get(handler_key) or "").strip()
+    if not handler:
+        return None
+    if handler not in OIDC_VALIDATOR_CLASSES:
+        raise ConfigError(f"{handler_key}={handler}: not served; trafka serves OAUTHBEARER with Kafka's "
+                          f"unsecured validator (leave the setting out) or with {OIDC_VALIDATOR_CLASSES[0]}")
+
+    def setting(name: str, default: str | None = None) -> str | None:
+        value = oauthbearer_setting(properties, listener, name)
+        return default if value is None else value
+
+    def number(name: str, default: int, minimum: int | None = None) -> int:
+        text = (setting(name) or "").strip()
+        if not text:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"listener {listener}: {name}={text!r}: expected an integer") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"listener {listener}: The OAuth configuration option {name} value must be at "
+                              f"least {minimum}")
+        return value
+
+    def claim_name(name: str, default: str) -> str:
+        value = setting(name, default)
+        assert value is not None
+        if not value.strip():
+            raise ConfigError(f"listener {listener}: {name} value must "
+                              f"{'be non-empty' if not value else 'not contain only whitespace'}")
+        return value.strip()
+
+    url_name = "sasl.oauthbearer.jwks.endpoint.url"
+    url = (setting(url_name) or "").strip()
+    if not url:
+        raise ConfigError(f"listener {listener}: The OAuth configuration option {url_name} value must be non-null")
+    protocol = url.partition(":")[0].lower() if ":" in url else ""
+    if protocol not in ("http", "https", "file"):
+        raise ConfigError(f"listener {listener}: The OAuth configuration option {url_name} contains a URL ({url}) "
+                          f"that contains an invalid protocol ({protocol}); only \"http\", \"https\", and \"file\" "
+                          "protocol are supported" if protocol else
+                          f"listener {listener}: The OAuth configuration option {url_name} contains a URL ({url}) "
+                          "that is malformed: no protocol")
+    audience = frozenset(a.strip() for a in (setting("sasl.oauthbearer.expected.audience") or "").split(",")
+                         if a.strip())
+    validator_settings = OidcValidatorSettings(
+        expected_audience=audience,
+        expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
+        clock_skew_seconds=number("sasl.oauthbearer.clock.skew.seconds", 30),
+        scope_claim_name=claim_name("sasl.oauthbearer.scope.claim.name", "scope"),
+        sub_claim_name=claim_name("sasl.oauthbearer.sub.claim.name", "sub"),
+    )
+    if protocol == "file":
+        try:
+            return OidcValidator(validator_settings, read_jwks_file(url)), ()
+        except JwksUnavailable as exc:
+            raise ConfigError(f"listener {listener}: {exc}") from None
+    refresh_ms = number("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000, minimum=0)
+    if refresh_ms == 0:
+        raise ConfigError(f"listener {listener}: sasl.oauthbearer.jwks.endpoint.refresh.ms=0: the JWKS URL must be "
+                          "refreshed at some interval (milliseconds, more than 0)")
+    refresher = RefreshingJwks(
+        url, refresh_ms=refresh_ms,
+        retry_backoff_ms=number("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100),
+        retry_backoff_max_ms=number("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10_000),
+    )
+    return OidcValidator(validator_settings, refresher), (refresher,)
+
+
+async def fetch_verification_keys(settings: Mapping[str, ListenerSasl]) -> None:
+    """Fetch the JWKS URL of every listener that validates tokens against one, before the broker serves;
+    ConfigError naming the listener and the reason when one cannot be fetched."""
+    from trafka.broker.security.jwks import JwksUnavailable
+
+    for listener_sasl_settings in settings.values():
+        for refresher in listener_sasl_settings.jwks_refreshers:
+            try:
+                await refresher.load()
+            except JwksUnavailable as exc:
+                raise ConfigError(f"listener {listener_sasl_settings.listener}: The OAuth validator configuration "
+                                  f"encountered an error when initializing the VerificationKeyResolver: Could not "
+                                  f"refresh JWKS: {exc}") from None
+
+
+def refresh_verification_keys(settings: Mapping[str, ListenerSasl], nursery: trio.Nursery) -> None:
+    """Keep every JWKS URL refreshed by a task in ``nursery`` (the broker's)."""
+    for listener_sasl_settings in settings.values():
+        for refresher in listener_sasl_settings.jwks_refreshers:
+            nursery.start_soon(refresher.run)
 
 
 def _non_negative(settings: Mapping[str, str], name: str, default: int) -> int:

@@ -1,6 +1,6 @@
 """SASL mechanisms as sans-I/O server exchanges, the way Kafka's broker authenticates SASL_PLAINTEXT and
 SASL_SSL clients: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (with Kafka's unsecured-token
-validator).
+validator, or its validator of signed tokens against a JWKS).
 
 The SaslHandshake/SaslAuthenticate handlers drive one exchange per connection::
 
@@ -22,7 +22,7 @@ exchanges may run on the event loop. The pieces:
 - ``plain``, ``scram``, ``oauthbearer``: one module per mechanism, each saying what the client is told when;
 - :class:`SaslServerContext` and :func:`new_exchange` here: what each mechanism needs from the listener
   (PLAIN: the JAAS users; SCRAM: a credential lookup, and a delegation token lookup; OAUTHBEARER: the
-  validator's options and a clock).
+  validator — the unsecured one's options, or ``oidc.OidcValidator`` with its settings and keys — and a clock).
 
 The JAAS configuration is read by ``trafka.broker.security.jaas``; SCRAM credentials are kept by
 ``trafka.broker.security.credentials``.
@@ -49,6 +49,7 @@ from trafka.broker.security.sasl.exchange import (
     user_principal,
 )
 from trafka.broker.security.sasl.oauthbearer import OAuthBearerExchange, UnsecuredValidatorOptions
+from trafka.broker.security.sasl.oidc import OidcValidator
 from trafka.broker.security.sasl.plain import PlainExchange
 from trafka.broker.security.sasl.scram import ScramExchange, random_nonce
 
@@ -61,7 +62,7 @@ MECHANISMS: tuple[str, ...] = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 
 __all__ = [
     "AUTHENTICATE_AFTER_AUTHENTICATION", "MECHANISMS", "OAUTHBEARER", "PLAIN", "SCRAM_SHA_256", "SCRAM_SHA_512",
-    "IllegalSaslState", "SaslAuthenticationError", "SaslError", "SaslServerContext", "SaslServerExchange",
+    "IllegalSaslState", "OidcValidator", "SaslAuthenticationError", "SaslError", "SaslServerContext", "SaslServerExchange",
     "UnsecuredValidatorOptions", "UnsupportedSaslMechanism", "invalid_credentials_message", "new_exchange",
     "reauthentication_mechanism_changed_message", "reauthentication_principal_changed_message",
     "unexpected_request_message", "unsupported_mechanism_message", "user_principal",
@@ -90,8 +91,9 @@ class SaslServerContext:
     scram_credentials: Callable[[str, str], ScramCredential | None] = _no_credential
     #: SCRAM with ``tokenauth=true``: (token id, mechanism) -> the token's credential, owner and expiry.
     delegation_tokens: Callable[[str, str], DelegationTokenCredential | None] = _no_token
-    #: OAUTHBEARER: the unsecured validator's JAAS options (UnsecuredValidatorOptions.from_jaas_entries).
-    oauthbearer: UnsecuredValidatorOptions = field(default_factory=UnsecuredValidatorOptions)
+    #: OAUTHBEARER: the unsecured validator's JAAS options (UnsecuredValidatorOptions.from_jaas_entries), or
+    #: the validator of signed tokens (OAuthBearerValidatorCallbackHandler).
+    oauthbearer: UnsecuredValidatorOptions | OidcValidator = field(default_factory=UnsecuredValidatorOptions)
     #: Wall-clock milliseconds: token expiry checks and session lifetimes.
     clock_ms: Callable[[], int] = _wall_clock_ms
     #: SCRAM's server nonce (tests fix it).

@@ -1,8 +1,11 @@
-"""SASL/OAUTHBEARER (RFC 7628) with Kafka's unsecured-token validator, the broker's default for development
-(OAuthBearerSaslServer + OAuthBearerUnsecuredValidatorCallbackHandler).
+"""SASL/OAUTHBEARER (RFC 7628) as Kafka's OAuthBearerSaslServer serves it, with either of Kafka's validators:
+the unsecured-token validator, the broker's default for development
+(OAuthBearerUnsecuredValidatorCallbackHandler, here), or the validator of signed tokens against a JWKS
+(OAuthBearerValidatorCallbackHandler: ``trafka.broker.security.sasl.oidc``), which the listener chooses with
+``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class``.
 
 The client's initial response is ``n,[a=<authzid>],\\x01auth=Bearer <token>\\x01[<key>=<value>\\x01]*\\x01``.
-The token is an unsecured JWS (RFC 7515 / 7519): ``<base64 header>.<base64 claims>.`` with
+With the unsecured validator, the token is an unsecured JWS (RFC 7515 / 7519): ``<base64 header>.<base64 claims>.`` with
 ``{"alg":"none"}`` and no signature. It is valid when:
 
 - it has three dot-separated parts, the header's ``alg`` is ``none`` and the signature part is empty;
@@ -51,6 +54,7 @@ from dataclasses import dataclass
 
 from trafka.broker.security.jaas import JaasConfigError, JaasEntry
 from trafka.broker.security.sasl.exchange import Rejected, SaslAuthenticationError, SaslServerExchange
+from trafka.broker.security.sasl.oidc import InvalidToken, OidcValidator, ValidatedToken
 
 MECHANISM = "OAUTHBEARER"
 
@@ -121,6 +125,9 @@ class UnsecuredValidatorOptions:
             raise JaasConfigError(
                 f"Must supply exactly 1 non-null JAAS mechanism configuration (size was {len(entries)})")
         return cls.from_jaas(entries[0].options)
+
+    def validate(self, token: str, now_ms: int) -> UnsecuredJws:
+        return validate_unsecured_token(token, self, now_ms)
 
 
 # -- the unsecured JWS --------------------------------------------------------------------------------------------
@@ -348,7 +355,7 @@ class OAuthBearerExchange(SaslServerExchange):
 
     def __init__(
         self,
-        options: UnsecuredValidatorOptions | None = None,
+        options: UnsecuredValidatorOptions | OidcValidator | None = None,
         *,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         reauthenticating: bool = False,
@@ -358,7 +365,7 @@ class OAuthBearerExchange(SaslServerExchange):
         self._clock_ms = clock_ms
         self._error: str | None = None
         self.failure_detail: str | None = None
-        self.token: UnsecuredJws | None = None
+        self.token: UnsecuredJws | ValidatedToken | None = None
 
     def _evaluate(self, token: bytes) -> bytes:
         if token == _CONTROL_A and self._error is not None:
@@ -368,10 +375,14 @@ class OAuthBearerExchange(SaslServerExchange):
         response = parse_client_initial_response(token)
         now_ms = self._clock_ms()
         try:
-            jws = validate_unsecured_token(response.token, self._options, now_ms)
+            jws = self._options.validate(response.token, now_ms)
         except IllegalToken as e:
             self._error = error_token("insufficient_scope" if e.scope is not None else "invalid_token", e.scope)
             self.failure_detail = e.description
+            return self._error.encode("utf-8")
+        except InvalidToken as e:
+            self._error = error_token("invalid_token")
+            self.failure_detail = e.reason
             return self._error.encode("utf-8")
         if response.authorization_id and response.authorization_id != jws.principal_name:
             raise SaslAuthenticationError(
