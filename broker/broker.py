@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from trafka.broker.txn.markers import TxnMarker
     from trafka.broker.metrics import Metrics
     from trafka.broker.cluster.users import ClusterScramCredentials
+    from trafka.broker.security.acls import AclStore
+    from trafka.broker.security.authorizer import Authorizer
     from trafka.broker.security.credentials import AlterResult, Deletion, ScramCredentialStore, Upsertion
     from trafka.wire.errors import ErrorCode
 
@@ -59,6 +61,12 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        from trafka.broker.security.acls import authorizer_from_properties
+
+        #: The authorizer (authorizer.class.name) every request is checked with; None: requests are not
+        #: authorized. ``acls`` keeps the ACLs it enforces (a file in the data directory).
+        self.authorizer: Authorizer | None = authorizer_from_properties(config.properties)
+        self.acls: AclStore | None = None
         config.data_dir.mkdir(parents=True, exist_ok=True)
         # Broker properties set at run time, over those given at start-up (see change_dynamic_configs).
         self.dynamic_configs = DynamicBrokerConfigs.load(config.data_dir)
@@ -84,6 +92,10 @@ class Broker:
             self.producer_ids: ProducerIdManager | ClusterProducerIdManager = ProducerIdManager(config.data_dir)
         else:
             self.producer_ids = ClusterProducerIdManager(self.cluster.claim_producer_id_block)
+        if self.authorizer is not None and self.cluster is None:
+            from trafka.broker.security.acls import AclStore
+
+            self.acls = AclStore.load(config.data_dir, self.authorizer)
         self._dynamic_config_changes = trio.Lock()
         #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
         self.faults = FaultRules()

@@ -463,6 +463,15 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             "Leeway in seconds for a token's exp and nbf against the broker's clock."),
     _broker("sasl.oauthbearer.scope.claim.name", _T.STRING, "scope", "Claim holding a token's scope."),
     _broker("sasl.oauthbearer.sub.claim.name", _T.STRING, "sub", "Claim holding a token's principal name."),
+    # Authorization (ACLs).
+    _broker("authorizer.class.name", _T.STRING, "",
+            "Authorizer of requests: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or Kafka 3.x's "
+            "kafka.security.authorizer.AclAuthorizer) enables ACLs; empty: every request is allowed.",
+            note="another class stops the start"),
+    _broker("super.users", _T.STRING, None,
+            "Principals (User:name, separated by ;) allowed everything, whatever the ACLs say."),
+    _broker("allow.everyone.if.no.acl.found", _T.BOOLEAN, False,
+            "Whether a request on a resource that no ACL names is allowed."),
     _broker("controller.listener.names", _T.LIST, None,
             "Listener names of KRaft controllers: left out, this broker being its own controller."),
     _broker("advertised.listeners", _T.LIST, None, "Address clients are told to connect to."),

@@ -48,6 +48,9 @@ from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their reg
     write_txn_markers,
     txn_offset_commit,
     describe_producers,
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 __all__ = ["REGISTRY", "CloseConnection", "RequestContext", "handles"]

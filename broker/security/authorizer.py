@@ -263,6 +263,8 @@ def creation_error(binding: AclBinding) -> tuple[ErrorCode, str] | None:
         return ErrorCode.INVALID_REQUEST, f"Invalid operation {binding.operation.name}"
     if binding.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
         return ErrorCode.INVALID_REQUEST, f"Invalid permissionType {binding.permission_type.name}"
+    if not binding.host:
+        return ErrorCode.INVALID_REQUEST, "Host pattern cannot be null or empty"
     try:
         parse_principal(binding.principal)
     except ValueError:
