@@ -86,3 +86,102 @@ def round_trip(config: Mapping[str, str], topic: str, count: int = 10,
     finally:
         consumer.close()
     return values
+
+
+# -- OAUTHBEARER with signed tokens: keys, JWKS documents, tokens, and an identity provider on loopback ----------
+
+def jwk_of(private_key, kid: str, alg: str) -> dict:
+    """The public JWK of ``private_key`` (RSA or EC, made with ``cryptography``), as an identity provider lists
+    it in its JWKS."""
+    import jwt
+
+    algorithm = jwt.get_algorithm_by_name(alg)
+    return {**json.loads(algorithm.to_jwk(private_key.public_key())), "kid": kid, "alg": alg, "use": "sig"}
+
+
+def jwks_json(*jwks: dict) -> str:
+    return json.dumps({"keys": list(jwks)})
+
+
+def signed_token(private_key, kid: str | None, alg: str = "RS256", *, subject: str | None = "alice",
+                 lifetime_s: float = 3600, **claims: object) -> str:
+    """A JWT signed with ``private_key`` (``alg``, header ``kid``): ``sub``, ``iat`` and ``exp`` in whole
+    seconds (``subject=None`` leaves ``sub`` out), then ``claims`` (a claim set to None is left out)."""
+    import jwt
+
+    now = int(time.time())
+    body = {"sub": subject, "iat": now, "exp": int(now + lifetime_s), **claims}
+    body = {name: value for name, value in body.items() if value is not None}
+    headers = {"kid": kid} if kid is not None else {}
+    return jwt.api_jws.encode(json.dumps(body).encode(), private_key, algorithm=alg, headers=headers)
+
+
+class IdentityProvider:
+    """A tiny OAuth identity provider on loopback, in a thread: ``GET /jwks`` serves :attr:`jwks` (replace it to
+    rotate keys), ``POST /token`` answers a client-credentials grant of a known client with a token that
+    :attr:`issue` makes (``issue(client_id, scope) -> token``). It counts the JWKS fetches."""
+
+    def __init__(self, jwks: str, issue, clients: Mapping[str, str]) -> None:
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.jwks = jwks
+        self.issue = issue
+        self.clients = dict(clients)
+        self.jwks_fetches = 0
+        self.token_requests: list[dict[str, str]] = []
+        provider = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self, status: int, body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/jwks":
+                    return self._answer(404, "{}")
+                provider.jwks_fetches += 1
+                self._answer(200, provider.jwks)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                client_id, secret = form.get("client_id"), form.get("client_secret")
+                authorization = self.headers.get("Authorization") or ""
+                if authorization.startswith("Basic "):
+                    decoded = base64.b64decode(authorization[6:]).decode()
+                    client_id, _, secret = (urllib.parse.unquote(p) for p in decoded.partition(":"))
+                provider.token_requests.append({**form, "client_id": client_id or ""})
+                if self.path != "/token" or form.get("grant_type") != "client_credentials" or (
+                        provider.clients.get(client_id or "") != secret):
+                    return self._answer(401, '{"error":"invalid_client"}')
+                token = provider.issue(client_id, form.get("scope"))
+                self._answer(200, json.dumps({"access_token": token, "token_type": "bearer", "expires_in": 3600}))
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def jwks_url(self) -> str:
+        return f"{self.url}/jwks"
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.url}/token"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
