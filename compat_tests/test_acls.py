@@ -262,3 +262,92 @@ def test_an_unknown_authorizer_class_stops_the_start(tmp_path):
     assert result.returncode == 2
     assert "authorizer.class.name=com.example.MyAuthorizer" in result.stderr
 
+
+
+# -- trafka acls, on trafka and on Kafka 4.4 -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Kafka 4.4 with the StandardAuthorizer, whose PLAINTEXT clients (ANONYMOUS) are super users."""
+    from compat_tests.reference import KafkaBroker
+
+    reference = KafkaBroker(Path(tmp_path_factory.mktemp("acls-kafka")) / "kafka", overrides={
+        "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    reference.start()
+    try:
+        yield reference
+    finally:
+        reference.close()
+
+
+def acls_tool(bootstrap: str, *arguments: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "trafka", "acls", *arguments, "--bootstrap-server", bootstrap]
+    if config is not None:
+        command += ["--command-config", str(config)]
+    return subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+
+
+def _tool_session(bootstrap: str, config: Path | None) -> list[str]:
+    """add, list (every way), remove: what the tool printed at each step (its exit codes checked)."""
+    def run(*arguments: str) -> str:
+        result = acls_tool(bootstrap, *arguments, config=config)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    outputs = [
+        run("add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "describe",
+            "--topic", "tool-orders", "--group", "tool-group"),
+        run("add", "--deny-principal", "User:eve", "--allow-host", "10.0.0.1", "--deny-host", "10.0.0.2",
+            "--topic", "tool-", "--resource-pattern-type", "prefixed"),
+        run("add", "--allow-principal", "User:bob", "--producer", "--idempotent", "--topic", "tool-out",
+            "--transactional-id", "tool-tx"),
+        run("list"),
+        run("list", "--topic", "tool-orders"),
+        run("list", "--topic", "tool-orders-1", "--resource-pattern-type", "match"),
+        run("list", "--principal", "User:bob"),
+        run("remove", "--allow-principal", "User:alice", "--operation", "Describe", "--topic", "tool-orders"),
+        run("remove", "--topic", "tool-", "--resource-pattern-type", "prefixed", "--force"),
+        run("list", "--topic", "tool-orders", "--group", "tool-group", "--topic", "tool-"),
+    ]
+    for leftover in ("tool-orders", "tool-out", "tool-group", "tool-tx"):
+        kind = "--group" if leftover == "tool-group" else "--transactional-id" if leftover == "tool-tx" else "--topic"
+        run("remove", kind, leftover)
+    run("remove", "--cluster")
+    outputs.append(run("list"))
+    return outputs
+
+
+def test_the_tool_on_trafka_and_on_kafka(broker, kafka, tmp_path):
+    _, bootstrap = broker
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                      'username="admin" password="admin-secret";\n')
+    on_trafka = _tool_session(bootstrap, config)
+    on_kafka = _tool_session(kafka.bootstrap, None)
+    assert on_trafka == on_kafka
+    assert on_trafka[4] == (
+        "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=tool-orders, patternType=LITERAL)`: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW) \n"
+        " \t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+    matched = on_trafka[5]
+    assert "name=tool-orders, patternType=LITERAL" not in matched  # another name
+    assert "name=tool-, patternType=PREFIXED" in matched and "User:eve, host=10.0.0.2, operation=ALL, " \
+        "permissionType=DENY" in matched
+    assert "operation=IDEMPOTENT_WRITE" in on_trafka[6] and "name=tool-tx" in on_trafka[6]
+    assert on_trafka[-1] == ""
+
+
+def test_the_tool_refusals(broker, tmp_path):
+    _, bootstrap = broker
+    alice = tmp_path / "alice.properties"
+    alice.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                     'username="alice" password="alice-secret";\n')
+    refused = acls_tool(bootstrap, "list", config=alice)
+    assert refused.returncode == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    unknown = acls_tool(bootstrap, "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t",
+                        config=alice)
+    assert unknown.returncode == 1 and "--operation Fly" in unknown.stderr

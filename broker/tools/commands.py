@@ -1,4 +1,4 @@
-"""``trafka topics | groups | configs | produce | consume | users``: the day-to-day jobs of Kafka's
+"""``trafka topics | groups | configs | produce | consume | users | acls``: the day-to-day jobs of Kafka's
 ``kafka-topics.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh`` and console clients, against any
 Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
 
@@ -11,6 +11,7 @@ Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
     trafka users list [USER ...] | set USER [--password P] [--mechanism M] [--iterations N] | delete USER
                                     (SCRAM credentials, of a running broker or, with --data-dir, of a
                                      data directory no broker uses: trafka.broker.tools.users)
+    trafka acls list | add | remove  (ACLs, with kafka-acls.sh's options: trafka.broker.tools.acls)
 
 Every tool takes ``--command-config FILE``, a client properties file with the security settings of the
 listener it connects to, as Kafka's tools do (trafka.broker.tools.client_security): SSL, mutual TLS,
@@ -48,7 +49,7 @@ from trafka.wire.messages import (
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
-COMMANDS = ("topics", "groups", "configs", "produce", "consume", "users")
+COMMANDS = ("topics", "groups", "configs", "produce", "consume", "users", "acls")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 LATEST, EARLIEST = -1, -2
@@ -125,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     from trafka.broker.tools.users import add_parser as add_users_parser
 
     add_users_parser(commands)
+    from trafka.broker.tools.acls import add_parser as add_acls_parser
+
+    add_acls_parser(commands)
     return parser
 
 
@@ -161,6 +165,10 @@ def _action(args: argparse.Namespace):
         from trafka.broker.tools.users import ACTIONS
 
         return ACTIONS[args.action]
+    if args.command == "acls":
+        from trafka.broker.tools.acls import ACTIONS as ACL_ACTIONS
+
+        return ACL_ACTIONS[args.action]
     return _ACTIONS[(args.command, getattr(args, "action", None))]
 
 
