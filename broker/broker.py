@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from trafka.broker.txn.markers import TxnMarker
     from trafka.broker.metrics import Metrics
     from trafka.broker.cluster.users import ClusterScramCredentials
+    from trafka.broker.cluster.acls import ClusterAcls
     from trafka.broker.security.acls import AclStore
     from trafka.broker.security.authorizer import Authorizer
     from trafka.broker.security.credentials import AlterResult, Deletion, ScramCredentialStore, Upsertion
@@ -64,9 +65,9 @@ class Broker:
         from trafka.broker.security.acls import authorizer_from_properties
 
         #: The authorizer (authorizer.class.name) every request is checked with; None: requests are not
-        #: authorized. ``acls`` keeps the ACLs it enforces (a file in the data directory).
+        #: authorized. ``acls`` keeps the ACLs it enforces (a file here, or ZooKeeper in a cluster).
         self.authorizer: Authorizer | None = authorizer_from_properties(config.properties)
-        self.acls: AclStore | None = None
+        self.acls: AclStore | ClusterAcls | None = None
         config.data_dir.mkdir(parents=True, exist_ok=True)
         # Broker properties set at run time, over those given at start-up (see change_dynamic_configs).
         self.dynamic_configs = DynamicBrokerConfigs.load(config.data_dir)
@@ -92,10 +93,15 @@ class Broker:
             self.producer_ids: ProducerIdManager | ClusterProducerIdManager = ProducerIdManager(config.data_dir)
         else:
             self.producer_ids = ClusterProducerIdManager(self.cluster.claim_producer_id_block)
-        if self.authorizer is not None and self.cluster is None:
-            from trafka.broker.security.acls import AclStore
+        if self.authorizer is not None:
+            if self.cluster is None:
+                from trafka.broker.security.acls import AclStore
 
-            self.acls = AclStore.load(config.data_dir, self.authorizer)
+                self.acls = AclStore.load(config.data_dir, self.authorizer)
+            else:
+                from trafka.broker.cluster.acls import ClusterAcls
+
+                self.acls = ClusterAcls(self.cluster, self.authorizer)
         self._dynamic_config_changes = trio.Lock()
         #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
         self.faults = FaultRules()
@@ -263,6 +269,8 @@ class Broker:
         """Join the cluster, recover the logs of this cluster's data directory, then lead and follow
         as the cluster's state says; returns once that state has been applied."""
         await nursery.start(self.cluster.run)
+        if self.acls is not None:
+            await nursery.start(self.acls.run)  # the cluster's ACLs, read before requests are served
         self.log_manager.require_cluster_id(self.cluster.cluster_id)
         try:
             self._load()

@@ -400,6 +400,23 @@ class Authorizer:
         for binding in wanted:
             self.add(binding)
 
+    def pattern_bindings(self, resource_type: AclResourceType, name: str, pattern_type: PatternType
+                         ) -> list[AclBinding]:
+        """The bindings of one resource pattern (a LITERAL or PREFIXED name), from the index."""
+        index = self._literal if pattern_type == PatternType.LITERAL else self._prefixed
+        return [AclBinding(resource_type, name, pattern_type, *entry)
+                for entry in index.get(resource_type, {}).get(name, ())]
+
+    def replace_pattern(self, resource_type: AclResourceType, name: str, pattern_type: PatternType,
+                        bindings: Iterable[AclBinding]) -> None:
+        """Put exactly ``bindings`` in force for one resource pattern (the others untouched)."""
+        wanted = dict.fromkeys(bindings)
+        for binding in self.pattern_bindings(resource_type, name, pattern_type):
+            if binding not in wanted:
+                self.remove(binding)
+        for binding in wanted:
+            self.add(binding)
+
     def bindings(self, acl_filter: AclBindingFilter = ANY_FILTER) -> list[AclBinding]:
         """The bindings ``acl_filter`` matches."""
         if acl_filter is ANY_FILTER:

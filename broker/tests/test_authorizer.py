@@ -580,3 +580,17 @@ def test_thousands_of_acls():
     assert check(authorizer, "u42", Op.WRITE, TOPIC, "app42-x")
     assert not check(authorizer, "u42", Op.WRITE, TOPIC, "app43-x")
     assert len(authorizer.bindings(AclBindingFilter(pattern_type=PREFIXED))) == 2000
+
+
+def test_one_resource_pattern_replaced():
+    literal = acl(TOPIC, "t", LITERAL, "User:a", "*", Op.READ, ALLOW)
+    prefixed = acl(TOPIC, "t", PREFIXED, "User:a", "*", Op.READ, ALLOW)
+    other = acl(GROUP, "t", LITERAL, "User:a", "*", Op.READ, ALLOW)
+    authorizer = make(literal, prefixed, other)
+    assert authorizer.pattern_bindings(TOPIC, "t", LITERAL) == [literal]
+    replacement = acl(TOPIC, "t", LITERAL, "User:b", "*", Op.WRITE, DENY)
+    authorizer.replace_pattern(TOPIC, "t", LITERAL, [replacement])
+    assert set(authorizer) == {replacement, prefixed, other}
+    authorizer.replace_pattern(TOPIC, "t", PREFIXED, [])
+    assert set(authorizer) == {replacement, other}
+    assert authorizer.pattern_bindings(TOPIC, "nothing", PREFIXED) == []

@@ -1,0 +1,180 @@
+"""ACLs in a cluster: three trafka brokers on a real ZooKeeper with the authorizer. An ACL created through one
+broker is returned by DescribeAcls on the others within a second, and deleted likewise; a broker started
+later, or restarted, reads them all; and the ZooKeeper nodes are those Apache Kafka 3.9 in ZooKeeper mode
+writes for the same requests (``/kafka-acl``, ``/kafka-acl-extended/prefixed``, the change nodes)."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from trafka.wire.messages import (
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+)
+
+from compat_tests.cluster import Cluster, start_cluster, wait
+from compat_tests.reference import ZooKeeperModeKafka
+from compat_tests.wire_client import WireClient
+
+SETTINGS = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}
+Creation = CreateAclsRequest.AclCreation
+Filter = DeleteAclsRequest.DeleteAclsFilter
+TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
+ANY, LITERAL, PREFIXED = 1, 3, 4
+READ, WRITE, ALTER, IDEMPOTENT_WRITE = 3, 4, 7, 12
+DENY, ALLOW = 2, 3
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = start_cluster(zookeeper, Path(tmp_path_factory.mktemp("cluster-acls")), SETTINGS)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def creation(name="orders", rt=TOPIC, pattern=LITERAL, principal="User:alice", host="*", op=READ, perm=ALLOW):
+    return Creation(resource_type=rt, resource_name=name, resource_pattern_type=pattern, principal=principal,
+                    host=host, operation=op, permission_type=perm)
+
+
+def address(broker) -> str:
+    return f"{broker.host}:{broker.port}"
+
+
+def create(bootstrap: str, *creations: Creation) -> list[int]:
+    with WireClient(bootstrap) as client:
+        return [r.error_code for r in client.request(CreateAclsRequest(creations=list(creations)), 3).results]
+
+
+def delete(bootstrap: str, **fields) -> list[tuple]:
+    wanted = {"resource_type_filter": ANY, "resource_name_filter": None, "pattern_type_filter": ANY,
+              "principal_filter": None, "host_filter": None, "operation": ANY, "permission_type": ANY, **fields}
+    with WireClient(bootstrap) as client:
+        result, = client.request(DeleteAclsRequest(filters=[Filter(**wanted)]), 3).filter_results
+    assert result.error_code == 0
+    return sorted((m.resource_type, m.resource_name, m.pattern_type, m.principal, m.operation)
+                  for m in result.matching_acls)
+
+
+def described(bootstrap: str) -> list[tuple]:
+    with WireClient(bootstrap) as client:
+        response = client.request(DescribeAclsRequest(
+            resource_type_filter=ANY, resource_name_filter=None, pattern_type_filter=ANY, principal_filter=None,
+            host_filter=None, operation=ANY, permission_type=ANY), 3)
+    assert response.error_code == 0
+    return sorted((r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                   a.permission_type) for r in response.resources for a in r.acls)
+
+
+def seen_everywhere(cluster: Cluster, expected: list[tuple], timeout: float) -> float:
+    """How long after now every broker describes ``expected``; fails after ``timeout``."""
+    started = time.monotonic()
+    wait(lambda: all(described(address(b)) == expected for b in cluster.brokers if b.running),
+         f"every broker to describe {expected}", timeout=timeout)
+    return time.monotonic() - started
+
+
+def test_an_acl_created_on_one_broker_is_described_by_all_within_a_second(cluster):
+    first, second, third = cluster.brokers
+    assert create(address(first), creation(), creation("app-", pattern=PREFIXED, op=WRITE)) == [0, 0]
+    expected = [(TOPIC, "app-", PREFIXED, "User:alice", "*", WRITE, ALLOW),
+                (TOPIC, "orders", LITERAL, "User:alice", "*", READ, ALLOW)]
+    seen_everywhere(cluster, expected, timeout=1.0)
+    # More on the same resource through another broker, and one deleted through the third.
+    assert create(address(second), creation(principal="User:bob", op=WRITE, perm=DENY)) == [0]
+    expected.append((TOPIC, "orders", LITERAL, "User:bob", "*", WRITE, DENY))
+    seen_everywhere(cluster, sorted(expected), timeout=1.0)
+    assert delete(address(third), resource_name_filter="orders", principal_filter="User:alice") == [
+        (TOPIC, "orders", LITERAL, "User:alice", READ)]
+    expected = [e for e in expected if not (e[1] == "orders" and e[3] == "User:alice")]
+    seen_everywhere(cluster, sorted(expected), timeout=1.0)
+    assert delete(address(first)) == [(TOPIC, "app-", PREFIXED, "User:alice", WRITE),
+                                       (TOPIC, "orders", LITERAL, "User:bob", WRITE)]
+    seen_everywhere(cluster, [], timeout=1.0)
+
+
+def test_concurrent_creations_on_one_resource_through_every_broker(cluster):
+    """Each broker adds to the same resource node at once: version-checked writes keep them all."""
+    import threading
+
+    threads = [threading.Thread(target=create, args=(address(b), *[
+        creation("shared", principal=f"User:u{b.node_id}-{i}") for i in range(3)])) for b in cluster.brokers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = sorted((TOPIC, "shared", LITERAL, f"User:u{b.node_id}-{i}", "*", READ, ALLOW)
+                      for b in cluster.brokers for i in range(3))
+    seen_everywhere(cluster, expected, timeout=5.0)
+    delete(address(cluster.brokers[0]), resource_name_filter="shared")
+    seen_everywhere(cluster, [], timeout=5.0)
+
+
+def test_a_restarted_broker_reads_the_acls_again(cluster):
+    first, second, _ = cluster.brokers
+    second.stop()
+    assert create(address(first), creation("while-away", rt=GROUP)) == [0]
+    second.start(second.port)
+    assert described(address(second)) == [(GROUP, "while-away", LITERAL, "User:alice", "*", READ, ALLOW)]
+    delete(address(second), resource_name_filter="while-away")
+    seen_everywhere(cluster, [], timeout=5.0)
+
+
+# -- the layout, against Kafka 3.9 in ZooKeeper mode -------------------------------------------------------------
+
+REQUESTS = [
+    [creation(), creation(principal="User:bob", host="10.0.0.1", op=IDEMPOTENT_WRITE, perm=DENY),
+     creation("tx-", rt=TXN, pattern=PREFIXED, op=WRITE),
+     creation("kafka-cluster", rt=CLUSTER, op=ALTER)],
+    [creation("tx-", rt=TXN, pattern=PREFIXED, op=READ)],
+]
+
+
+def _tree(connect: str) -> dict[str, object]:
+    """The ACL znodes under ``connect``'s chroot: resource nodes as parsed JSON (ACLs as sorted lists),
+    change nodes as their data."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=connect)
+    client.start(timeout=15)
+    tree: dict[str, object] = {}
+    try:
+        for root in ("/kafka-acl", "/kafka-acl-extended/prefixed"):
+            for kind in client.get_children(root):
+                for name in client.get_children(f"{root}/{kind}"):
+                    document = json.loads(client.get(f"{root}/{kind}/{name}")[0])
+                    document["acls"] = sorted(json.dumps(acl, sort_keys=True) for acl in document["acls"])
+                    tree[f"{root}/{kind}/{name}"] = document
+            tree[f"{root} types"] = sorted(client.get_children(root))
+        for changes in ("/kafka-acl-changes", "/kafka-acl-extended-changes"):
+            children = sorted(client.get_children(changes))
+            # (In what order one request's resources get their change nodes is a hash's in Kafka.)
+            tree[changes] = sorted(client.get(f"{changes}/{child}")[0].decode() for child in children)
+    finally:
+        client.stop()
+        client.close()
+    return tree
+
+
+def test_the_zookeeper_layout_is_kafkas(zookeeper, tmp_path):
+    chroots = {name: f"{zookeeper.connect_string}/{name}-{uuid.uuid4().hex[:8]}" for name in ("kafka", "trafka")}
+    kafka = ZooKeeperModeKafka(tmp_path / "kafka", chroots["kafka"], overrides=SETTINGS)
+    trafka = start_cluster(zookeeper, tmp_path / "trafka", SETTINGS, node_ids=[1],
+                           chroot=chroots["trafka"].removeprefix(zookeeper.connect_string))
+    try:
+        kafka.start()
+        for bootstrap in (kafka.bootstrap, trafka.bootstrap):
+            for request in REQUESTS:
+                assert create(bootstrap, *request) == [0] * len(request)
+            delete(bootstrap, resource_type_filter=TOPIC, principal_filter="User:bob")
+        assert _tree(chroots["trafka"]) == _tree(chroots["kafka"])
+    finally:
+        trafka.close()
+        kafka.close()
