@@ -104,12 +104,18 @@ class AclStore:
     @classmethod
     def load(cls, data_dir: Path, authorizer: Authorizer) -> AclStore:
         """The store of ``data_dir``, its bindings put in force in ``authorizer``."""
+        from trafka.broker.config import ConfigError
+
         path = Path(data_dir) / ACLS_FILE
         if path.exists():
-            document = json.loads(path.read_text())
-            if document.get("version") != _FILE_VERSION:
-                raise ValueError(f"{path}: version {document.get('version')!r} is not {_FILE_VERSION}")
-            authorizer.replace(binding_from_json(entry) for entry in document["acls"])
+            try:
+                document = json.loads(path.read_text())
+                if document.get("version") != _FILE_VERSION:
+                    raise ValueError(f"version {document.get('version')!r}, not {_FILE_VERSION}")
+                bindings = [binding_from_json(entry) for entry in document["acls"]]
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ConfigError(f"{path}: not an ACL file trafka can read ({exc!r})") from None
+            authorizer.replace(bindings)
         return cls(path, authorizer)
 
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
@@ -171,9 +177,19 @@ def authorizer_from_properties(properties: dict[str, str]) -> Authorizer | None:
 
 
 def client_host(peer: str) -> str:
-    """The address part of a connection's ``ip:port`` peer, as ACLs name hosts."""
+    """The address part of a connection's ``ip:port`` peer, as ACLs name hosts: an IPv6 address written as
+    Java writes it, every group without leading zeros and none left out (``0:0:0:0:0:0:0:1``)."""
     host, _, _ = peer.rpartition(":")
-    return host.strip("[]") or peer
+    host = host.strip("[]") or peer
+    if ":" in host:
+        import ipaddress
+
+        try:
+            groups = ipaddress.IPv6Address(host.partition("%")[0]).exploded.split(":")
+        except ValueError:
+            return host
+        return ":".join(format(int(group, 16), "x") for group in groups)
+    return host
 
 
 def cluster_refusal(authorizer: Authorizer, principal: str, peer: str, operation: AclOperation,
