@@ -330,3 +330,50 @@ def test_without_an_authorizer(plain_brokers):
         with WireClient(process.bootstrap) as client:
             observed[name] = ask(client)
     assert_same(observed)
+
+
+# -------------------------------------------------------------------------------- the authorizer's decisions
+# alice's right to list ACLs (DESCRIBE on the cluster) and to delete them (ALTER), under each set of ACLs on
+# the cluster resource: Kafka's StandardAuthorizer and trafka's decide alike.
+
+def on_cluster(op, perm=ALLOW, principal="User:alice", host="*", pattern=LITERAL):
+    return creation(rt=CLUSTER, name="kafka-cluster", pattern=pattern, principal=principal, host=host, op=op,
+                    perm=perm)
+
+
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS = 9, 10, 11
+DECISIONS = {
+    "nothing": [],
+    "describe": [on_cluster(DESCRIBE)],
+    "alter-implies-describe": [on_cluster(ALTER_OP)],
+    "all": [on_cluster(ALL)],
+    "all-but-describe-denied": [on_cluster(ALL), on_cluster(DESCRIBE, DENY)],
+    "alter-denied-describe-implied": [on_cluster(ALTER_OP), on_cluster(ALTER_OP, DENY)],
+    "read-does-not-imply-alter": [on_cluster(READ)],
+    "cluster-action-implies-nothing": [on_cluster(CLUSTER_ACTION)],
+    "alter-configs": [on_cluster(ALTER_CONFIGS), on_cluster(DESCRIBE_CONFIGS)],
+    "everyone": [on_cluster(ALL, principal="User:*")],
+    "everyone-but-alice": [on_cluster(ALL, principal="User:*"), on_cluster(ALL, DENY)],
+    "someone-else": [on_cluster(ALL, principal="User:bob")],
+    "another-type": [on_cluster(ALL, principal="Group:alice")],
+    "her-host": [on_cluster(ALL, host="127.0.0.1")],
+    "another-host": [on_cluster(ALL, host="10.0.0.1")],
+    "denied-from-her-host": [on_cluster(ALL), on_cluster(ALTER_OP, DENY, host="127.0.0.1")],
+    "prefixed": [on_cluster(ALTER_OP, pattern=PREFIXED)],
+    "prefixed-deny": [on_cluster(ALL), on_cluster(DESCRIBE, DENY, principal="User:*", pattern=PREFIXED)],
+}
+
+
+@pytest.mark.parametrize("acls", DECISIONS.values(), ids=DECISIONS.keys())
+def test_the_authorizers_decisions(brokers, acls):
+    def prepare(client):
+        clear(client)
+        return create(client, *acls) if acls else []
+
+    def ask(client):
+        listed = describe(client, resource_name_filter="nothing")[0]
+        deleted = [code for code, _, _ in delete(client, delete_filter(resource_name_filter="nothing"))]
+        return listed, deleted
+
+    assert_same(on_both(brokers, prepare))
+    assert_same(on_both(brokers, ask, user="alice"))
