@@ -71,6 +71,25 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tupl
 
 
 @pytest.fixture(scope="module")
+def lenient_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[object, int]]]:
+    """As ``brokers``, with ``allow.everyone.if.no.acl.found=true``."""
+    root = Path(tmp_path_factory.mktemp("differential-acls-lenient"))
+    settings = {**SETTINGS, "allow.everyone.if.no.acl.found": "true"}
+    kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    (root / "trafka").mkdir()
+    sasl_port = free_port()
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
+        **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": (kafka, kafka.ports["SASL_PLAINTEXT"]), "trafka": (trafka, sasl_port)}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+@pytest.fixture(scope="module")
 def plain_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     """Kafka and trafka without an authorizer."""
     root = Path(tmp_path_factory.mktemp("differential-no-authorizer"))
@@ -377,3 +396,18 @@ def test_the_authorizers_decisions(brokers, acls):
 
     assert_same(on_both(brokers, prepare))
     assert_same(on_both(brokers, ask, user="alice"))
+
+
+LENIENT = {
+    "no-acl-on-the-cluster": [],
+    "an-acl-for-someone-else": [on_cluster(ALL, principal="User:bob")],
+    "an-acl-for-another-operation": [on_cluster(CLUSTER_ACTION)],
+    "a-prefixed-acl": [on_cluster(CLUSTER_ACTION, principal="User:bob", pattern=PREFIXED)],
+    "a-deny": [on_cluster(DESCRIBE, DENY)],
+}
+
+
+@pytest.mark.parametrize("acls", LENIENT.values(), ids=LENIENT.keys())
+def test_allow_everyone_if_no_acl_found(lenient_brokers, acls):
+    """With no ACL at all on the cluster resource everyone may; with any, only whom they allow."""
+    test_the_authorizers_decisions(lenient_brokers, acls)
