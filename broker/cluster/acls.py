@@ -51,6 +51,7 @@ from trafka.broker.security.authorizer import (
     PatternType,
     kafka_name,
 )
+from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -276,25 +277,54 @@ class ClusterAcls:
         return self.authorizer.bindings(acl_filter)
 
     async def create(self, bindings: Sequence[AclBinding]) -> list[CreateResult]:
+        """As the single node's, except that a resource name no znode can have (``a/b``) is refused with
+        INVALID_REQUEST, as Kafka's ZooKeeper mode refuses it."""
         async with self._lock:
             results, _ = plan_creations(bindings, self.authorizer)
             # Every valid binding is written: this broker's view may be a moment behind ZooKeeper's.
-            valid = [b for b, r in zip(bindings, results, strict=True) if not r.error]
-            await self._change(_by_pattern(valid), add=True)
-            return results
+            valid = []
+            for index, binding in enumerate(bindings):
+                if results[index].error:
+                    continue
+                if not znode_name(binding.resource_name):
+                    results[index] = CreateResult(ErrorCode.INVALID_REQUEST, "Failed to create ACL")
+                    continue
+                valid.append(binding)
+            failed = await self._change(_by_pattern(valid), add=True)
+            return [CreateResult(ErrorCode.UNKNOWN_SERVER_ERROR, failed[_pattern_of(binding)])
+                    if not result.error and _pattern_of(binding) in failed else result
+                    for binding, result in zip(bindings, results, strict=True)]
 
     async def delete(self, filters: Sequence[AclBindingFilter]) -> list[DeleteResult]:
         async with self._lock:
             results, doomed = plan_deletions(filters, self.authorizer)
-            await self._change(_by_pattern(doomed), add=False)
+            failed = await self._change(_by_pattern(doomed), add=False)
+            if failed:
+                message = next(iter(failed.values()))
+                return [DeleteResult(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+                        if any(_pattern_of(b) in failed for b in result.deleted) else result for result in results]
             return results
 
-    async def _change(self, changes: dict[Pattern, list[AclBinding]], *, add: bool) -> None:
+    async def _change(self, changes: dict[Pattern, list[AclBinding]], *, add: bool) -> dict[Pattern, str]:
+        """Write the changes; the resource patterns whose write failed, with why."""
         if not changes:
-            return
-        written = await trio.to_thread.run_sync(_write, self._client, changes, add)
+            return {}
+        written, failed = await trio.to_thread.run_sync(_write, self._client, changes, add)
         for pattern, bindings in written.items():
             self.authorizer.replace_pattern(*pattern, bindings)
+        return failed
+
+
+def znode_name(name: str) -> bool:
+    """Whether ``name`` can be one znode's name (ZooKeeper refuses ``/``, ``.``, ``..`` and some characters)."""
+    if name in (".", "..") or "/" in name:
+        return False
+    return not any(c == "\0" or "\u0001" <= c <= "\u001f" or "\u007f" <= c <= "\u009f"
+                   or "\ud800" <= c <= "\uf8ff" or "\ufff0" <= c <= "\uffff" for c in name)
+
+
+def _pattern_of(binding: AclBinding) -> Pattern:
+    return binding.resource_type, binding.resource_name, binding.pattern_type
 
 
 def _by_pattern(bindings: Iterable[AclBinding]) -> dict[Pattern, list[AclBinding]]:
@@ -304,42 +334,61 @@ def _by_pattern(bindings: Iterable[AclBinding]) -> dict[Pattern, list[AclBinding
     return grouped
 
 
+#: How often a write that another broker's write overtook is tried again.
+WRITE_ATTEMPTS = 20
+
+
 def _write(client: KazooClient, changes: dict[Pattern, list[AclBinding]], add: bool
-           ) -> dict[Pattern, list[AclBinding]]:
-    """Add (or remove) the bindings of each resource pattern in its node, version-checked and retried when
-    another broker wrote it meanwhile, then a change node for each resource changed. Returns each resource's
-    bindings as written."""
+           ) -> tuple[dict[Pattern, list[AclBinding]], dict[Pattern, str]]:
+    """Add (or remove) the bindings of each resource pattern in its node, version-checked and tried again
+    when another broker wrote it meanwhile, then a change node for each resource changed. Returns each
+    resource's bindings as written, and the resources whose write failed, with why."""
     written: dict[Pattern, list[AclBinding]] = {}
+    failed: dict[Pattern, str] = {}
     for pattern, bindings in changes.items():
-        path = resource_path(pattern)
-        while True:
-            try:
-                data, stat = client.get(path)
-                current, version = decode_acls(pattern, data), stat.version
-            except NoNodeError:
-                current, version = [], None
-            if add:
-                new = list(dict.fromkeys([*current, *bindings]))
+        try:
+            result = _write_resource(client, pattern, bindings, add)
+        except Exception as exc:  # noqa: BLE001 (ZooKeeper's or the node's: that resource fails alone)
+            log.error("writing the ACLs of %s failed: %r", resource_path(pattern), exc)
+            failed[pattern] = f"Failed to write the ACLs of {resource_path(pattern)} to ZooKeeper: {exc!r}"
+        else:
+            written[pattern] = result
+    return written, failed
+
+
+def _write_resource(client: KazooClient, pattern: Pattern, bindings: list[AclBinding], add: bool
+                    ) -> list[AclBinding]:
+    path = resource_path(pattern)
+    for _ in range(WRITE_ATTEMPTS):
+        try:
+            data, stat = client.get(path)
+            current, version = decode_acls(pattern, data), stat.version
+        except NoNodeError:
+            current, version = [], None
+        if add:
+            new = list(dict.fromkeys([*current, *bindings]))
+        else:
+            gone = set(bindings)
+            new = [b for b in current if b not in gone]
+        if new == current:
+            return current
+        try:
+            if version is None:
+                client.create(path, encode_acls(new))
+            elif new:
+                client.set(path, encode_acls(new), version=version)
             else:
-                gone = set(bindings)
-                new = [b for b in current if b not in gone]
-            if new == current:
-                written[pattern] = current
-                break
-            try:
-                if version is None:
-                    client.create(path, encode_acls(new), makepath=True)
-                elif new:
-                    client.set(path, encode_acls(new), version=version)
-                else:
-                    client.delete(path, version=version)
-            except (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError):
-                continue  # another broker changed it: read it again
-            parent, change = encode_change(pattern)
-            client.create(f"{parent}/{CHANGE_PREFIX}", change, sequence=True, makepath=True)
-            written[pattern] = new
-            break
-    return written
+                client.delete(path, version=version)
+        except NodeExistsError:
+            continue  # another broker created it: read it again
+        except (BadVersionError, NoNodeError, NotEmptyError):
+            if version is None:
+                raise  # no parent: the resource type's node is gone
+            continue  # another broker changed or deleted it
+        parent, change = encode_change(pattern)
+        client.create(f"{parent}/{CHANGE_PREFIX}", change, sequence=True, makepath=True)
+        return new
+    raise RuntimeError(f"{WRITE_ATTEMPTS} writes overtaken by other brokers' in a row")
 
 
 def _delete_quietly(client: KazooClient, path: str) -> None:

@@ -14,6 +14,7 @@ from trafka.broker.cluster.acls import (
     encode_acls,
     encode_change,
     resource_path,
+    znode_name,
 )
 from trafka.broker.config import ConfigError
 from trafka.broker.security.acls import (
@@ -155,3 +156,9 @@ def test_change_nodes():
         decode_change(LITERAL_CHANGES, b"nocolon")
     with pytest.raises(ValueError):
         decode_change(LITERAL_CHANGES, b"PLANET:x")
+
+
+def test_names_a_znode_can_have():
+    assert znode_name("orders") and znode_name("a.b") and znode_name("*") and znode_name("ünïcode")
+    for name in ("a/b", ".", "..", "a\0b", "tab\there", "\ufff5"):
+        assert not znode_name(name), name
