@@ -485,14 +485,22 @@ def test_a_key_the_provider_starts_using_is_picked_up(oidc, topic):
         assert any(REFUSAL in m for m in _refuse(oidc, "FILE", rotated, handler))
 
 
-def test_a_jwks_file_that_is_missing_stops_the_start(tmp_path):
+@pytest.mark.parametrize("missing", ["jwks-file", "audience"])
+def test_what_stops_the_start(tmp_path, missing):
+    """A JWKS file that is not there, or (as Kafka 4.4 asks) no expected audience nor leave to skip it."""
     broker = BrokerProcess(tmp_path / "data", name="broken-oidc", overrides={
         "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{free_port()}",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER",
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.expected.audience": AUDIENCE, "sasl.oauthbearer.expected.issuer": ISSUER,
         "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "nowhere.json").as_uri()})
+    if missing == "audience":
+        broker.overrides.pop("sasl.oauthbearer.expected.audience")
+        (tmp_path / "nowhere.json").write_text(JWKS)
     with pytest.raises(RuntimeError) as failed:
         broker.start()
     broker.close()
-    assert "that doesn't exist" in str(failed.value) or "that doesn't exist" in broker.log_text()
+    expected = ("that doesn't exist" if missing == "jwks-file" else
+                'requires "sasl.oauthbearer.expected.audience" to be configured')
+    assert expected in str(failed.value) + broker.log_text()

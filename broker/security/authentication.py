@@ -137,6 +137,11 @@ OIDC_VALIDATOR_CLASSES = (
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
 )
 _CALLBACK_HANDLER_CLASS = "sasl.server.callback.handler.class"
+#: Kafka 4's validator behind that handler (sasl.oauthbearer.jwt.validator.class), by default and by name.
+JWT_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+    "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
+)
 
 
 def oauthbearer_setting(properties: Mapping[str, str], listener: str, name: str) -> str | None:
@@ -182,6 +187,12 @@ def oidc_validator(properties: Mapping[str, str], listener: str
                               f"least {minimum}")
         return value
 
+    def flag(name: str) -> bool:
+        text = (setting(name) or "false").strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"listener {listener}: {name}={text!r}: expected true or false")
+        return text == "true"
+
     def claim_name(name: str, default: str) -> str:
         value = setting(name, default)
         assert value is not None
@@ -190,10 +201,17 @@ def oidc_validator(properties: Mapping[str, str], listener: str
                               f"{'be non-empty' if not value else 'not contain only whitespace'}")
         return value.strip()
 
+    validator_class = (setting("sasl.oauthbearer.jwt.validator.class") or "").strip()
+    if validator_class and validator_class not in JWT_VALIDATOR_CLASSES:
+        raise ConfigError(f"listener {listener}: sasl.oauthbearer.jwt.validator.class={validator_class}: not served; "
+                          f"trafka serves {JWT_VALIDATOR_CLASSES[0]} (leave the setting out)")
     url_name = "sasl.oauthbearer.jwks.endpoint.url"
     url = (setting(url_name) or "").strip()
     if not url:
-        raise ConfigError(f"listener {listener}: The OAuth configuration option {url_name} value must be non-null")
+        raise ConfigError(
+            f'listener {listener}: The OAuth validator for the broker requires "{url_name}" to be configured so '
+            f'that JWT signatures can be verified, but it was not set. Set "{url_name}" to the OAuth/OIDC '
+            "provider's JWKS endpoint URL for this listener")
     protocol = url.partition(":")[0].lower() if ":" in url else ""
     if protocol not in ("http", "https", "file"):
         raise ConfigError(f"listener {listener}: The OAuth configuration option {url_name} contains a URL ({url}) "
@@ -203,9 +221,22 @@ def oidc_validator(properties: Mapping[str, str], listener: str
                           "that is malformed: no protocol")
     audience = frozenset(a.strip() for a in (setting("sasl.oauthbearer.expected.audience") or "").split(",")
                          if a.strip())
+    issuer = (setting("sasl.oauthbearer.expected.issuer") or "").strip() or None
+    unverified_audience = flag("sasl.oauthbearer.allow.unverified.audience")
+    for name, unset, claim, value_doc in (
+            ("audience", not audience, "audience (\"aud\")", "the audience(s) that identify this cluster"),
+            ("issuer", issuer is None, "issuer (\"iss\")",
+             "the issuer URL of the OAuth/OIDC provider that signs the tokens")):
+        if unset and not flag(f"sasl.oauthbearer.allow.unverified.{name}"):
+            expected, allow = f"sasl.oauthbearer.expected.{name}", f"sasl.oauthbearer.allow.unverified.{name}"
+            raise ConfigError(
+                f'listener {listener}: The OAuth validator for the broker requires "{expected}" to be configured so '
+                f"that the token's {claim} claim can be verified, but it was not set. Set \"{expected}\" to "
+                f'{value_doc}, or set "{allow}" to true to accept tokens regardless of their {name}.')
     validator_settings = OidcValidatorSettings(
         expected_audience=audience,
-        expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
+        expected_issuer=issuer,
+        allow_unverified_audience=unverified_audience,
         clock_skew_seconds=number("sasl.oauthbearer.clock.skew.seconds", 30),
         scope_claim_name=claim_name("sasl.oauthbearer.scope.claim.name", "scope"),
         sub_claim_name=claim_name("sasl.oauthbearer.sub.claim.name", "sub"),

@@ -96,14 +96,16 @@ def test_a_signed_token_gives_the_principal_scope_and_lifetime():
      "svc", {"x"}),
     ({"aud": "kafka"}, OidcValidatorSettings(expected_audience=frozenset({"kafka", "other"})), "alice", set()),
     ({"aud": ["x", "kafka"]}, OidcValidatorSettings(expected_audience=frozenset({"kafka"})), "alice", set()),
+    ({"aud": 7}, OidcValidatorSettings(allow_unverified_audience=True), "alice", set()),
     ({"iss": "https://idp"}, OidcValidatorSettings(expected_issuer="https://idp"), "alice", set()),
     ({"iss": "whoever"}, SETTINGS, "alice", set()),
-    ({"exp": NOW_S - 29}, SETTINGS, "alice", set()),                       # within the 30 s of skew
+    ({"exp": NOW_S - 29, "iat": NOW_S - 99}, SETTINGS, "alice", set()),   # within the 30 s of skew
     ({"nbf": NOW_S + 30}, SETTINGS, "alice", set()),
     ({"iat": NOW_S + 3000}, SETTINGS, "alice", set()),                     # iat in the future is not checked
+    ({"iat": NOW_S + 3600, "nbf": NOW_S}, SETTINGS, "alice", set()),       # exp may equal iat
     ({"exp": NOW_S + 10.9, "iat": NOW_S - 0.5}, SETTINGS, "alice", set()),  # numbers read in whole seconds
-], ids=["scope-list", "scope-object", "scope-number", "sub-trimmed", "claim-names", "aud-string", "aud-list",
-        "issuer", "issuer-unchecked", "exp-skew", "nbf-skew", "iat-future", "fractions"])
+], ids=["scope-list", "scope-object", "scope-number", "sub-trimmed", "claim-names", "aud-string", "aud-list", "aud-unverified",
+        "issuer", "issuer-unchecked", "exp-skew", "nbf-skew", "iat-future", "exp-is-iat", "fractions"])
 def test_accepted(claims, settings, principal, scope):
     token = validate_token(sign(claims), settings, KEYS, NOW_MS)
     assert (token.principal_name, token.scope) == (principal, scope)
@@ -143,6 +145,8 @@ def test_a_key_alg_other_than_the_tokens_is_still_used_when_it_is_the_only_fit()
     (sign({"exp": NOW_S - 30}), SETTINGS, "is on or after the Expiration Time"),
     (sign({"exp": NOW_S - 100}), OidcValidatorSettings(clock_skew_seconds=100), "on or after the Expiration Time"),
     (sign({"nbf": NOW_S + 31}), SETTINGS, "The JWT is not yet valid"),
+    (sign({"iat": NOW_S + 3601}), SETTINGS, "cannot be before the Issued At (iat=NumericDate{1800003601})"),
+    (sign({"nbf": NOW_S + 3601}), SETTINGS, "cannot be before the Not Before"),
     (sign({"exp": "tomorrow"}), SETTINGS, "'exp' claim is not the expected type"),
     (sign({"iat": True}), SETTINGS, "'iat' claim is not the expected type"),
     (sign({"aud": "kafka"}), SETTINGS, "no expected audience value(s) were provided"),
@@ -167,7 +171,7 @@ def test_a_key_alg_other_than_the_tokens_is_still_used_when_it_is_the_only_fit()
     (sign({"exp": -1, "iat": -5}), OidcValidatorSettings(clock_skew_seconds=0), "is on or after the Expiration"),
 ], ids=["empty", "two-sections", "empty-section", "unsecured", "alg-none-signed", "no-alg", "unknown-alg",
         "bad-base64", "crit", "wrong-key", "unknown-kid", "no-fitting-curve", "small-rsa", "kid-of-other-type",
-        "no-exp", "no-iat", "expired", "expired-wide-skew", "not-yet-valid", "exp-string", "iat-bool",
+        "no-exp", "no-iat", "expired", "expired-wide-skew", "not-yet-valid", "exp-before-iat", "exp-before-nbf", "exp-string", "iat-bool",
         "aud-unexpected", "aud-wrong", "aud-type", "aud-missing", "iss-wrong", "iss-missing", "iss-type", "no-sub",
         "sub-empty", "sub-blank", "sub-number", "custom-sub-number", "jti-type", "scope-duplicates",
         "scope-duplicates-after-trim", "scope-empty-item", "scope-blank", "scope-number-item", "negative-exp"])
@@ -329,6 +333,7 @@ async def test_scheduled_refreshes(autojump_clock):
 # -- settings ------------------------------------------------------------------------------------------------------
 
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+UNVERIFIED = {"sasl.oauthbearer.allow.unverified.audience": "true", "sasl.oauthbearer.allow.unverified.issuer": "true"}
 LISTENER = ListenerConfig(name="SASL_PLAINTEXT", host="127.0.0.1", port=0, security_protocol="SASL_PLAINTEXT")
 
 
@@ -350,27 +355,41 @@ def test_the_validator_from_settings(tmp_path):
     validator, refreshers = oidc_validator({
         prefix + "sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
         "sasl.oauthbearer.expected.audience": "kafka, other", "sasl.oauthbearer.clock.skew.seconds": "5",
+        "sasl.oauthbearer.allow.unverified.issuer": "true",
         prefix + "sasl.oauthbearer.sub.claim.name": " client_id "}, "SASL_PLAINTEXT")
     assert refreshers == ()
-    assert validator.settings == OidcValidatorSettings(frozenset({"kafka", "other"}), None, 5, "scope", "client_id")
+    assert validator.settings == OidcValidatorSettings(frozenset({"kafka", "other"}), None, False, 5, "scope",
+                                                       "client_id")
     _, (refresher,) = oidc_validator({
         prefix + "sasl.server.callback.handler.class": VALIDATOR.replace("oauthbearer.", "oauthbearer.secured."),
-        prefix + "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks",
+        prefix + "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks", **UNVERIFIED,
         "sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000"}, "SASL_PLAINTEXT")
     assert (refresher.url, refresher.refresh_ms, refresher.retry_backoff_ms) == ("https://idp/jwks", 60000, 100)
 
 
 @pytest.mark.parametrize("settings, message", [
     ({"sasl.server.callback.handler.class": "com.example.Handler"}, "com.example.Handler: not served"),
-    ({"sasl.server.callback.handler.class": VALIDATOR}, "sasl.oauthbearer.jwks.endpoint.url value must be non-null"),
-    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"},
+    ({"sasl.server.callback.handler.class": VALIDATOR}, 'requires "sasl.oauthbearer.jwks.endpoint.url" to be'),
+    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
+      "sasl.oauthbearer.allow.unverified.issuer": "true"},
+     'requires "sasl.oauthbearer.expected.audience" to be configured so that the token\'s audience ("aud") claim '
+     'can be verified, but it was not set. Set "sasl.oauthbearer.expected.audience" to the audience(s) that '
+     'identify this cluster, or set "sasl.oauthbearer.allow.unverified.audience" to true'),
+    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
+      "sasl.oauthbearer.expected.audience": "kafka", "sasl.oauthbearer.expected.issuer": " "},
+     'requires "sasl.oauthbearer.expected.issuer" to be configured'),
+    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
+      "sasl.oauthbearer.jwt.validator.class": "com.example.Mine", **UNVERIFIED}, "com.example.Mine: not served"),
+    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks",
+      **UNVERIFIED},
      'invalid protocol (ftp); only "http", "https", and "file"'),
-    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "file:///nowhere.json"},
+    ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "file:///nowhere.json",
+      **UNVERIFIED},
      "contains a file (/nowhere.json) that doesn't exist"),
     ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
-      "sasl.oauthbearer.jwks.endpoint.refresh.ms": "-1"}, "refresh.ms value must be at least 0"),
+      "sasl.oauthbearer.jwks.endpoint.refresh.ms": "-1", **UNVERIFIED}, "refresh.ms value must be at least 0"),
     ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
-      "sasl.oauthbearer.sub.claim.name": " "}, "sasl.oauthbearer.sub.claim.name value must not contain only"),
+      "sasl.oauthbearer.sub.claim.name": " ", **UNVERIFIED}, "sasl.oauthbearer.sub.claim.name value must not contain only"),
 ])
 def test_settings_refused(settings, message):
     properties = {f"listener.name.sasl_plaintext.oauthbearer.{k}": v for k, v in settings.items()}
@@ -387,7 +406,8 @@ def test_a_listener_with_the_validator_or_another_handler(tmp_path):
             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
                 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'}
     sasl = listener_sasl({**base, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
-                          VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": path.as_uri()}, LISTENER, store)
+                          VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(), **UNVERIFIED},
+                         LISTENER, store)
     assert isinstance(sasl.context.oauthbearer, OidcValidator)
     with pytest.raises(ConfigError, match="plain.sasl.server.callback.handler.class=x.Y: not served"):
         listener_sasl({**base, "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class": "x.Y"},

@@ -22,12 +22,16 @@ A token is valid when, in this order:
 - its claims are a JSON object where, with ``now`` in whole seconds and the clock skew
   (``sasl.oauthbearer.clock.skew.seconds``, 30 by default):
 
-  - ``aud``, a string or a list of strings, names one of ``sasl.oauthbearer.expected.audience`` when that
-    is set (and must be there); when it is not set, a token that has an ``aud`` is refused (jose4j's rule);
-  - ``iss`` is ``sasl.oauthbearer.expected.issuer`` when that is set (and must be there), else a string if
-    present;
-  - ``exp`` and ``iat`` are numbers (read in whole seconds), ``now - skew < exp``, and ``now + skew >= nbf``
-    when ``nbf`` is there; ``sub`` and ``jti``, if present, are strings;
+  - ``aud``, a string or a list of strings, names one of ``sasl.oauthbearer.expected.audience`` (and must
+    be there). Kafka 4.4's broker needs that setting unless ``sasl.oauthbearer.allow.unverified.audience``
+    is true, and then does not look at ``aud`` at all (without either, jose4j refuses a token that has an
+    ``aud``);
+  - ``iss`` is ``sasl.oauthbearer.expected.issuer`` (and must be there); unless
+    ``sasl.oauthbearer.allow.unverified.issuer`` is true and it is not set, when ``iss``, if present, need
+    only be a string;
+  - ``exp`` and ``iat`` are numbers (read in whole seconds), ``now - skew < exp``, ``exp`` is not before
+    ``iat`` nor ``nbf``, and ``now + skew >= nbf`` when ``nbf`` is there (``iat`` may be in the future);
+    ``sub`` and ``jti``, if present, are strings;
   - the sub claim (``sasl.oauthbearer.sub.claim.name``, ``sub``) is a string, not empty nor only
     whitespace: trimmed, it is the principal's name;
   - the scope claim (``sasl.oauthbearer.scope.claim.name``, ``scope``), a string or a list of strings, has
@@ -168,6 +172,8 @@ class OidcValidatorSettings:
     """Kafka's sasl.oauthbearer.* settings of the broker's validator, with its defaults."""
     expected_audience: frozenset[str] = frozenset()
     expected_issuer: str | None = None
+    #: sasl.oauthbearer.allow.unverified.audience: without an expected audience, ``aud`` is not checked.
+    allow_unverified_audience: bool = False
     clock_skew_seconds: int = 30
     scope_claim_name: str = "scope"
     sub_claim_name: str = "sub"
@@ -236,7 +242,9 @@ def _string_claim(claims: Mapping[str, object], name: str) -> str | None:
 def _claims_valid(claims: Mapping[str, object], settings: OidcValidatorSettings, now_s: int) -> None:
     """jose4j's JwtConsumer as Kafka builds it: audience, issuer, times, sub and jti."""
     fail = "Could not validate the access token: "
-    if "aud" in claims:
+    if not settings.expected_audience and settings.allow_unverified_audience:
+        pass
+    elif "aud" in claims:
         aud = claims["aud"]
         audiences = [aud] if isinstance(aud, str) else aud
         if not isinstance(audiences, list) or not all(isinstance(a, str) for a in audiences):
@@ -268,6 +276,10 @@ def _claims_valid(claims: Mapping[str, object], settings: OidcValidatorSettings,
         raise InvalidToken(fail + f"The JWT is no longer valid - the evaluation time NumericDate{{{now_s}}} is on or "
                            f"after the Expiration Time (exp=NumericDate{{{exp}}}) claim value (even when providing "
                            f"{skew} seconds of leeway to account for clock skew).")
+    for name, value, what in (("iat", iat, "Issued At"), ("nbf", nbf, "Not Before")):
+        if value is not None and exp < value:
+            raise InvalidToken(fail + f"The Expiration Time (exp=NumericDate{{{exp}}}) claim value cannot be before "
+                               f"the {what} ({name}=NumericDate{{{value}}}) claim value.")
     if nbf is not None and now_s + skew < nbf:
         raise InvalidToken(fail + f"The JWT is not yet valid as the evaluation time NumericDate{{{now_s}}} is before "
                            f"the Not Before (nbf=NumericDate{{{nbf}}}) claim time (even when providing {skew} "
