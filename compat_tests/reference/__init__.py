@@ -63,16 +63,19 @@ class KafkaBroker(ChildProcess):
     started: list[KafkaBroker] = []
 
     def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "kafka",
-                 listeners: Mapping[str, str] | None = None, scram_users: Sequence[str] = ()):
+                 listeners: Mapping[str, str] | None = None, scram_users: Sequence[str] = (),
+                 jvm_options: Sequence[str] = ()):
         """``listeners``: more listeners beside PLAINTEXT, name -> security protocol (each on a free port, see
         ``ports``); ``scram_users``: Kafka's storage tool's ``--add-scram`` entries, made at the format
-        (``SCRAM-SHA-256=[name=bob,password=bob-secret]``)."""
+        (``SCRAM-SHA-256=[name=bob,password=bob-secret]``); ``jvm_options``: more options of the broker's JVM
+        (``-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...``)."""
         KafkaBroker.started.append(self)
         self.data_dir = Path(data_dir)
         self.overrides = {key: str(value) for key, value in (overrides or {}).items()}
         self.name = name
         self.listeners = dict(listeners or {})
         self.scram_users = tuple(scram_users)
+        self.jvm_options = tuple(jvm_options)
         #: The port of each listener of ``listeners``.
         self.ports: dict[str, int] = {}
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.stderr.log"
@@ -104,7 +107,8 @@ class KafkaBroker(ChildProcess):
         write_properties(self.properties_path, self.data_dir, self.port, controller_port, overrides)
         if not (self.data_dir / "meta.properties").exists():
             format_storage(self.properties_path, scram_users=self.scram_users)
-        self._launch(java_command("kafka.Kafka", str(self.properties_path)))
+        self._launch(java_command("kafka.Kafka", str(self.properties_path),
+                                  jvm_options=(*JVM_OPTIONS, *self.jvm_options)))
         return self
 
     def _launch(self, command: list[str]) -> None:
