@@ -90,6 +90,8 @@ TRANSACTION_APIS = (10, 22, 24, 25, 26, 27, 28, 61, 65, 66)
 #: What ``--merge`` adds by default with ``--only-sasl``: SaslHandshake, SaslAuthenticate,
 #: DescribeUserScramCredentials and AlterUserScramCredentials.
 SASL_APIS = (17, 36, 50, 51)
+#: DescribeAcls, CreateAcls, DeleteAcls (captured from a broker without an authorizer: the requests are what count).
+ACL_APIS = (29, 30, 31)
 #: The Java admin client's transaction operations, run from source (java's single-file launcher).
 TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
 TXN_TIMEOUT_MS = 60_000
@@ -969,6 +971,81 @@ SASL_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractCont
 }
 
 
+# --------------------------------------------------------------------------------------- ACLs
+# The admin clients that have them create ACLs (literal and prefixed, allowed and denied), describe them
+# with filters of every kind and delete them.
+
+def confluent_acls(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("librdkafka")})
+    bindings = [AclBinding(ResourceType.TOPIC, "golden-acl", ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.GROUP, "golden-", ResourcePatternType.PREFIXED, "User:*", "10.0.0.1",
+                           AclOperation.ALL, AclPermissionType.DENY)]
+    filters = [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                AclPermissionType.ANY),
+               AclBindingFilter(ResourceType.TOPIC, "golden-acl-1", ResourcePatternType.MATCH, "User:alice", None,
+                                AclOperation.READ, AclPermissionType.ALLOW)]
+    with step("ACLs: create, describe, delete"):
+        for future in admin.create_acls(bindings, request_timeout=20).values():
+            with contextlib.suppress(KafkaException):
+                future.result(20)
+        for acl_filter in filters:
+            with contextlib.suppress(KafkaException):
+                admin.describe_acls(acl_filter, request_timeout=20).result(20)
+        for future in admin.delete_acls(filters, request_timeout=20).values():
+            with contextlib.suppress(KafkaException):
+                future.result(20)
+
+
+def kafka_python_acls(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    acl = ACL(principal="User:bob", host="*", operation=ACLOperation.WRITE, permission_type=ACLPermissionType.ALLOW,
+              resource_pattern=ResourcePattern(ResourceType.TRANSACTIONAL_ID, "golden-tx",
+                                               ACLResourcePatternType.LITERAL))
+    acl_filter = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
+                           permission_type=ACLPermissionType.ANY,
+                           resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+    try:
+        with step("ACLs: create, describe, delete"):
+            with contextlib.suppress(Exception):
+                admin.create_acls([acl])
+            with contextlib.suppress(Exception):
+                admin.describe_acls(acl_filter)
+            with contextlib.suppress(Exception):
+                admin.delete_acls([acl_filter])
+    finally:
+        admin.close()
+
+
+ACL_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "confluent-kafka": confluent_acls,
+    "kafka-python": kafka_python_acls,
+}
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -1035,7 +1112,7 @@ def merge(committed: list[GoldenFrame], frames: list[GoldenFrame], api_keys: set
 
 
 def capture(clients: list[str], *, work_dir: Path, only_transactions: bool = False,
-            only_sasl: bool = False) -> list[GoldenFrame]:
+            only_sasl: bool = False, only_acls: bool = False) -> list[GoldenFrame]:
     """Run the clients' scenarios against a broker with a PLAINTEXT and a SASL_PLAINTEXT listener, each
     behind a recording proxy; returns the frames recorded, in order."""
     frames: list[GoldenFrame] = []
@@ -1069,12 +1146,14 @@ def capture(clients: list[str], *, work_dir: Path, only_transactions: bool = Fal
                     print(f"  {name}: {what}: {time.monotonic() - started:.1f} s", file=sys.stderr)
 
             print(f"{name}:", file=sys.stderr)
-            if not only_transactions and not only_sasl:
+            if not only_transactions and not only_sasl and not only_acls:
                 SCENARIOS[name](bootstrap, step)
-            if name in TRANSACTION_SCENARIOS and not only_sasl:
+            if name in TRANSACTION_SCENARIOS and not only_sasl and not only_acls:
                 TRANSACTION_SCENARIOS[name](bootstrap, step)
-            if name in SASL_SCENARIOS and not only_transactions:
+            if name in SASL_SCENARIOS and not only_transactions and not only_acls:
                 SASL_SCENARIOS[name](sasl_bootstrap, step)
+            if name in ACL_SCENARIOS and not only_transactions and not only_sasl:
+                ACL_SCENARIOS[name](bootstrap, step)
             time.sleep(0.5)
     finally:
         proxy.close()
@@ -1097,9 +1176,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the frames of --out as they are and add the new frames of these api keys "
                              f"(none given: the transaction APIs, {' '.join(map(str, TRANSACTION_APIS))}, and the "
                              f"SASL APIs, {' '.join(map(str, SASL_APIS))}; only those of the steps run)")
+    parser.add_argument("--only-acls", action="store_true",
+                        help="run the ACL steps of each client only (CreateAcls, DescribeAcls, DeleteAcls)")
     args = parser.parse_args(argv)
-    if args.only_sasl and args.only_transactions:
-        parser.error("--only-sasl and --only-transactions exclude each other")
+    if args.only_sasl + args.only_transactions + args.only_acls > 1:
+        parser.error("--only-sasl, --only-transactions and --only-acls exclude each other")
     committed = load_corpus(args.out) if args.merge is not None else []
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -1108,9 +1189,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="trafka-capture-") as work_dir:
         frames = capture(args.clients, work_dir=Path(work_dir), only_transactions=args.only_transactions,
-                         only_sasl=args.only_sasl)
+                         only_sasl=args.only_sasl, only_acls=args.only_acls)
     if args.merge is not None:
-        default = (() if args.only_sasl else TRANSACTION_APIS) + (() if args.only_transactions else SASL_APIS)
+        default = ACL_APIS if args.only_acls else (
+            (() if args.only_sasl else TRANSACTION_APIS) + (() if args.only_transactions else SASL_APIS + ACL_APIS))
         corpus = merge(committed, frames, set(args.merge or default))
     else:
         corpus = select(frames)
