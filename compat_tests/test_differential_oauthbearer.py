@@ -135,6 +135,11 @@ TOKENS: dict[str, Callable[[], str]] = {
     "scope-duplicates": lambda: tok(scope=["read", "read"]),
     "scope-blank-item": lambda: tok(scope=["read", " "]),
     "scope-object": lambda: tok(scope={"a": 1}),
+    "scope-a-number": lambda: tok(scope=5),
+    "scope-with-a-number": lambda: tok(scope=["read", 5]),
+    "scope-with-null": lambda: tok(scope=["read", None]),
+    "audience-a-number": lambda: tok(aud=5),
+    "custom-claim-types": lambda: tok(roles=["x"], client_id=5, active=True),
     "jti-a-number": lambda: tok(jti=5),
     "alg-none-unsigned": lambda: f"{_part({'alg': 'none'})}.{_part(_claims())}.",
     "alg-none-with-a-signature": lambda: f"{_part({'alg': 'none'})}.{_part(_claims())}.c2lnbmF0dXJl",
@@ -146,10 +151,14 @@ TOKENS: dict[str, Callable[[], str]] = {
 }
 
 
-def _exchange(client: WireClient, token: str, authzid: str = "") -> tuple:
+def _exchange(client: WireClient, token: str, authzid: str = "", extensions: str = "") -> tuple:
     handshake = client.request(SaslHandshakeRequest(mechanism="OAUTHBEARER"), 1)
-    first = client.request(SaslAuthenticateRequest(
-        auth_bytes=f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()), 2)
+    try:
+        first = client.request(SaslAuthenticateRequest(
+            auth_bytes=f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01{extensions}\x01".encode()),
+            2)
+    except ConnectionError:
+        return handshake.error_code, "closed without an answer"
     seen: tuple = (handshake.error_code, first.error_code, first.error_message, bytes(first.auth_bytes))
     if first.error_code == 0 and bytes(first.auth_bytes):
         second = client.request(SaslAuthenticateRequest(auth_bytes=b"\x01"), 2)
@@ -165,11 +174,11 @@ def _exchange(client: WireClient, token: str, authzid: str = "") -> tuple:
     return seen
 
 
-def _on_both(brokers, listener: str, token: str, authzid: str = "") -> dict[str, tuple]:
+def _on_both(brokers, listener: str, token: str, authzid: str = "", extensions: str = "") -> dict[str, tuple]:
     observed = {}
     for name, (_process, ports) in brokers.items():
         with WireClient(f"127.0.0.1:{ports[listener]}") as client:
-            observed[name] = _exchange(client, token, authzid)
+            observed[name] = _exchange(client, token, authzid, extensions)
     return observed
 
 
@@ -184,4 +193,10 @@ def test_the_same_token_on_both(brokers, listener, case):
 @pytest.mark.parametrize("authzid", ["alice", "bob"])
 def test_an_authorization_id(brokers, authzid):
     observed = _on_both(brokers, "STRICT", tok(), authzid)
+    assert observed["trafka"] == observed["kafka"], observed
+
+
+@pytest.mark.parametrize("extensions", ["traceId=abc\x01", "a=1\x01b=two words\x01"])
+def test_sasl_extensions_are_accepted(brokers, extensions):
+    observed = _on_both(brokers, "LOOSE", tok(), extensions=extensions)
     assert observed["trafka"] == observed["kafka"], observed

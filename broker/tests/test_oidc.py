@@ -17,7 +17,7 @@ from trafka.broker.config import ConfigError, ListenerConfig
 from trafka.broker.security.authentication import listener_sasl, oauthbearer_setting, oidc_validator
 from trafka.broker.security.credentials import ScramCredentialStore
 from trafka.broker.security.jwks import JwksUnavailable, RefreshingJwks, read_jwks_file
-from trafka.broker.security.sasl import SaslAuthenticationError, SaslServerContext, new_exchange
+from trafka.broker.security.sasl import IllegalSaslState, SaslAuthenticationError, SaslServerContext, new_exchange
 from trafka.broker.security.sasl.oidc import (
     InvalidToken,
     Jwk,
@@ -167,7 +167,7 @@ def test_a_key_alg_other_than_the_tokens_is_still_used_when_it_is_the_only_fit()
     (sign({"scope": ["a", " a"]}), SETTINGS, "must not contain duplicates"),
     (sign({"scope": ["a", ""]}), SETTINGS, "scope value must be non-empty"),
     (sign({"scope": " "}), SETTINGS, "scope value must not contain only whitespace"),
-    (sign({"scope": [1]}), SETTINGS, "scope value must be a string"),
+    (sign({"scope": [1]}), SETTINGS, "scope value holds 1, not a string"),
     (sign({"exp": -1, "iat": -5}), OidcValidatorSettings(clock_skew_seconds=0), "is on or after the Expiration"),
 ], ids=["empty", "two-sections", "empty-section", "unsecured", "alg-none-signed", "no-alg", "unknown-alg",
         "bad-base64", "crit", "wrong-key", "unknown-kid", "no-fitting-curve", "small-rsa", "kid-of-other-type",
@@ -188,6 +188,13 @@ def test_the_exchange_answers_a_refused_token_as_kafka_does():
         exchange.respond(b"\x01")
     assert caught.value.message == '{"status":"invalid_token"}'
     assert "Expiration Time" in caught.value.detail
+
+
+def test_a_scope_list_kafka_cannot_read_closes_the_connection_without_an_answer():
+    context = SaslServerContext(oauthbearer=OidcValidator(SETTINGS, KEYS), clock_ms=lambda: NOW_MS)
+    exchange = new_exchange("OAUTHBEARER", context)
+    with pytest.raises(IllegalSaslState):
+        exchange.respond(f"n,,\x01auth=Bearer {sign({'scope': ['read', True]})}\x01\x01".encode())
 
 
 def test_the_exchange_accepts_a_valid_token_until_its_exp():

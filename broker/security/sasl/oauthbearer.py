@@ -53,8 +53,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from trafka.broker.security.jaas import JaasConfigError, JaasEntry
-from trafka.broker.security.sasl.exchange import Rejected, SaslAuthenticationError, SaslServerExchange
-from trafka.broker.security.sasl.oidc import InvalidToken, OidcValidator, ValidatedToken
+from trafka.broker.security.sasl.exchange import (
+    IllegalSaslState,
+    Rejected,
+    SaslAuthenticationError,
+    SaslServerExchange,
+)
+from trafka.broker.security.sasl.oidc import InvalidToken, OidcValidator, UnreadableToken, ValidatedToken
 
 MECHANISM = "OAUTHBEARER"
 
@@ -380,6 +385,8 @@ class OAuthBearerExchange(SaslServerExchange):
             self._error = error_token("insufficient_scope" if e.scope is not None else "invalid_token", e.scope)
             self.failure_detail = e.description
             return self._error.encode("utf-8")
+        except UnreadableToken as e:
+            raise IllegalSaslState(f"the token's validation failed unexpectedly: {e.reason}") from None
         except InvalidToken as e:
             self._error = error_token("invalid_token")
             self.failure_detail = e.reason

@@ -35,7 +35,9 @@ A token is valid when, in this order:
   - the sub claim (``sasl.oauthbearer.sub.claim.name``, ``sub``) is a string, not empty nor only
     whitespace: trimmed, it is the principal's name;
   - the scope claim (``sasl.oauthbearer.scope.claim.name``, ``scope``), a string or a list of strings, has
-    no empty or blank item and no item twice (anything else there is no scope);
+    no empty or blank item and no item twice (anything else there is no scope). A list holding a number, a
+    boolean, a list or an object fails Kafka's validator unexpectedly: :class:`UnreadableToken`, and the
+    connection is closed without an answer, as Kafka's broker closes it;
   - ``exp`` and ``iat`` are not negative.
 
 The session then lasts until ``exp``.
@@ -69,6 +71,11 @@ class InvalidToken(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class UnreadableToken(InvalidToken):
+    """A token Kafka's validator fails on with an unexpected error (a scope list with an item that is not a
+    string: a ClassCastException there): Kafka's broker then closes the connection without an answer."""
 
 
 class JwksError(ValueError):
@@ -305,7 +312,7 @@ def _scopes(name: str, raw: object) -> frozenset[str]:
     scopes: set[str] = set()
     for item in items:
         if item is not None and not isinstance(item, str):
-            raise InvalidToken(f"{name} value must be a string: {item!r}")
+            raise UnreadableToken(f"{name} value holds {item!r}, not a string")
         scope = _claim_string(name, item)
         if scope in scopes:
             raise InvalidToken(f"{name} value must not contain duplicates - {scope} already present")
