@@ -659,6 +659,13 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(name for name, d in BROKER_CO
 #: The README's tables of settings, by the name their markers give: a row per topic config (with its broker
 #: synonyms) or broker setting.
 README_TABLES: dict[str, tuple[str, ...]] = {
+    "oauthbearer": (
+        "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.allow.unverified.audience",
+        "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.allow.unverified.issuer",
+        "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
+    ),
     "retention and cleaner": (
         "retention.ms", "retention.bytes", "log.retention.check.interval.ms", "segment.bytes", "segment.ms",
         "segment.jitter.ms", "file.delete.delay.ms", "cleanup.policy", "log.cleaner.enable", "log.cleaner.threads",
