@@ -182,3 +182,52 @@ def test_the_zookeeper_layout_is_kafkas(zookeeper, tmp_path):
     finally:
         trafka.close()
         kafka.close()
+
+
+# -- enforced by every broker ------------------------------------------------------------------------------------
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+
+
+@pytest.fixture(scope="module")
+def secured_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, dict[int, int]]]:
+    """Three brokers, each also with a SASL_PLAINTEXT listener (admin, alice): the cluster and each broker's
+    SASL port."""
+    from compat_tests.security import free_port
+
+    ports = {node_id: free_port() for node_id in (1, 2, 3)}
+    settings = {**SETTINGS, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}
+    running = start_cluster(zookeeper, Path(tmp_path_factory.mktemp("cluster-acls-sasl")), settings,
+                            broker_overrides=lambda node_id: {
+                                "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{ports[node_id]}"})
+    try:
+        yield running, ports
+    finally:
+        running.close()
+
+
+def alice_may_describe(port: int) -> bool:
+    from trafka.wire.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    with WireClient(f"127.0.0.1:{port}") as client:
+        client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        assert client.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2).error_code == 0
+        response = client.request(DescribeAclsRequest(
+            resource_type_filter=ANY, resource_name_filter=None, pattern_type_filter=ANY, principal_filter=None,
+            host_filter=None, operation=ANY, permission_type=ANY), 3)
+    assert response.error_code in (0, 31), response  # NONE, CLUSTER_AUTHORIZATION_FAILED
+    return response.error_code == 0
+
+
+def test_every_broker_enforces_a_change_within_a_second(secured_cluster):
+    cluster, ports = secured_cluster
+    assert not any(alice_may_describe(port) for port in ports.values())
+    describe_on_cluster = creation("kafka-cluster", rt=CLUSTER, op=8)  # DESCRIBE
+    assert create(address(cluster.brokers[0]), describe_on_cluster) == [0]
+    wait(lambda: all(alice_may_describe(port) for port in ports.values()),
+         "alice to be allowed DESCRIBE on the cluster by every broker", timeout=1.0)
+    delete(address(cluster.brokers[1]), resource_type_filter=CLUSTER)
+    wait(lambda: not any(alice_may_describe(port) for port in ports.values()),
+         "alice to be refused by every broker again", timeout=1.0)
