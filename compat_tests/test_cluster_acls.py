@@ -1,6 +1,6 @@
 """ACLs in a cluster: three trafka brokers on a real ZooKeeper with the authorizer. An ACL created through one
-broker is returned by DescribeAcls on the others within a second, and deleted likewise; a broker started
-later, or restarted, reads them all; and the ZooKeeper nodes are those Apache Kafka 3.9 in ZooKeeper mode
+broker is returned by DescribeAcls on the others, and enforced by them, within a second, and deleted likewise;
+a restarted broker reads them all; and the ZooKeeper nodes are those Apache Kafka 3.9 in ZooKeeper mode
 writes for the same requests (``/kafka-acl``, ``/kafka-acl-extended/prefixed``, the change nodes)."""
 from __future__ import annotations
 
