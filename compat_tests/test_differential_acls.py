@@ -248,6 +248,12 @@ INVALID = {
     "operation-not-for-topics": creation(op=9),
     "cluster-prefixed": creation(rt=CLUSTER, name="kafka-cluster", pattern=PREFIXED),
     "prefixed-star": creation(name="*", pattern=PREFIXED),
+    "user-resource": creation(rt=7, name="alice", op=13),
+    "delegation-token": creation(rt=6, name="token-1", op=DESCRIBE),
+    "user-resource-operation-it-lacks": creation(rt=7, name="alice", op=READ),
+    "two-phase-commit": creation(rt=TXN, name="tx", op=15),
+    "unicode-name": creation(name="commandes-été"),
+    "long-name": creation(name="n" * 1000),
 }
 
 
