@@ -1,7 +1,8 @@
 """OAUTHBEARER with signed tokens, validated as Kafka's OAuthBearerValidatorCallbackHandler validates them, with
 real clients.
 
-One broker (per module) listens on PLAINTEXT (the harness's) and on three OAUTHBEARER listeners:
+One broker (per module) listens on PLAINTEXT (the harness's), on DEV (OAUTHBEARER with Kafka's unsecured tokens)
+and on three OAUTHBEARER listeners validating signed tokens:
 
 - FILE, SASL_PLAINTEXT, whose keys are a JWKS file read at start;
 - URL, SASL_PLAINTEXT, whose keys are the JWKS URL of an identity provider the test serves on loopback,
@@ -19,6 +20,10 @@ in the set, another audience or issuer, no ``sub``, ``alg`` ``none``, a key the 
 each reported by kafka-python as SASL_AUTHENTICATION_FAILED with ``{"status":"invalid_token"}``, while a
 confluent-kafka producer on another listener goes on being served; a key the provider starts using is picked
 up once a token names it.
+
+trafka's own tools log in with ``--command-config`` files as Kafka's tools take them: Kafka's unsecured login
+(``unsecuredLoginStringClaim_sub``) on DEV, and OAuthBearerLoginCallbackHandler's client credentials at the
+provider's token endpoint on URL and TLS.
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ import base64
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from aiokafka.abc import AbstractTokenProvider
@@ -58,6 +66,8 @@ STRANGER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)  #
 JWKS = jwks_json(jwk_of(RSA_KEY, "rsa-1", "RS256"), jwk_of(EC_KEY, "ec-1", "ES256"))
 CLIENT_ID, CLIENT_SECRET = "orders-app", "orders-secret"
 LISTENERS = {"FILE": "SASL_PLAINTEXT", "URL": "SASL_PLAINTEXT", "TLS": "SASL_SSL"}
+#: And a listener with Kafka's unsecured validator (no handler class), for the tools' unsecured login.
+DEV_LISTENER = "DEV"
 
 
 def token(key=RSA_KEY, kid: str | None = "rsa-1", alg: str = "RS256", **claims) -> str:
@@ -76,7 +86,7 @@ class OidcBroker:
         return f"127.0.0.1:{self.ports[listener]}"
 
     def protocol(self, listener: str) -> str:
-        return LISTENERS[listener]
+        return LISTENERS.get(listener, "SASL_PLAINTEXT")
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +99,14 @@ def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcBroker]:
     jwks_file = work / "jwks.json"
     jwks_file.write_text(JWKS)
     certs = create_dev_certificates(work / "certs")
-    ports = {"PLAINTEXT": free_port(), **{name: free_port() for name in LISTENERS}}
+    ports = {"PLAINTEXT": free_port(), DEV_LISTENER: free_port(), **{name: free_port() for name in LISTENERS}}
     overrides: dict[str, str] = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "listener.security.protocol.map": ",".join(
-            ["PLAINTEXT:PLAINTEXT", *(f"{name}:{protocol}" for name, protocol in LISTENERS.items())]),
+            ["PLAINTEXT:PLAINTEXT", f"{DEV_LISTENER}:SASL_PLAINTEXT",
+             *(f"{name}:{protocol}" for name, protocol in LISTENERS.items())]),
+        "listener.name.dev.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.dev.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "inter.broker.listener.name": "PLAINTEXT",
         # For every listener (Kafka reads them broker-wide unless a listener has its own).
         "sasl.oauthbearer.expected.audience": AUDIENCE,
@@ -504,3 +517,60 @@ def test_what_stops_the_start(tmp_path, missing):
     expected = ("that doesn't exist" if missing == "jwks-file" else
                 'requires "sasl.oauthbearer.expected.audience" to be configured')
     assert expected in str(failed.value) + broker.log_text()
+
+
+# --------------------------------------------------------------------------------------- trafka's tools
+
+
+def _tool(*arguments: str, config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trafka", *arguments, "--command-config", str(config)],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def _command_config(oidc: OidcBroker, listener: str, path: Path, *, secret: str = CLIENT_SECRET) -> Path:
+    from trafka.broker.tools.client_security import escape_property
+
+    lines = {"bootstrap.servers": oidc.bootstrap(listener), "security.protocol": oidc.protocol(listener),
+             "sasl.mechanism": "OAUTHBEARER"}
+    if listener == DEV_LISTENER:
+        lines["sasl.jaas.config"] = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                     'unsecuredLoginStringClaim_sub="alice";')
+    else:
+        lines.update({
+            "sasl.login.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            "sasl.oauthbearer.token.endpoint.url": oidc.idp.token_url,
+            "sasl.jaas.config": ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                 f'clientId="{CLIENT_ID}" clientSecret="{secret}" scope="kafka";')})
+    if listener == "TLS":
+        lines.update(oidc.certs.client_settings())
+    path.write_text("".join(f"{key}={escape_property(value)}\n" for key, value in lines.items()))
+    return path
+
+
+@pytest.mark.parametrize("listener", [DEV_LISTENER, "URL", "TLS"])
+def test_trafkas_tools_log_in_with_oauthbearer(oidc, topic, tmp_path, listener):
+    config = _command_config(oidc, listener, tmp_path / "client.properties")
+    name, user = topic(), f"user-{listener.lower()}"
+    created = _tool("topics", "create", name, "--partitions", "2", config=config)
+    assert (created.returncode, created.stdout) == (0, f"Created topic {name} with 2 partition(s).\n"), created
+    assert name in _tool("topics", "list", config=config).stdout.split()
+    added = _tool("users", "set", user, "--password", "s3cret", config=config)
+    assert added.returncode == 0, added
+    listed = _tool("users", "list", user, config=config)
+    assert listed.returncode == 0 and user in listed.stdout, listed
+
+
+def test_trafkas_tools_report_a_refused_login(oidc, tmp_path):
+    """The token endpoint refuses a wrong client secret; the broker refuses an expired token (from a file)."""
+    refused = _tool("topics", "list", config=_command_config(oidc, "URL", tmp_path / "wrong.properties",
+                                                             secret="wrong"))
+    assert refused.returncode == 1 and "answered 401" in refused.stderr, refused
+    token_file = tmp_path / "token"
+    token_file.write_text(token(lifetime_s=-120))
+    config = tmp_path / "expired.properties"
+    config.write_text(_command_config(oidc, "URL", config).read_text().replace(
+        oidc.idp.token_url, token_file.as_uri()))
+    expired = _tool("topics", "list", config=config)
+    assert expired.returncode == 1, expired
+    assert 'SASL_AUTHENTICATION_FAILED' in expired.stderr and '{"status":"invalid_token"}' in expired.stderr, expired

@@ -70,9 +70,11 @@ def test_client_settings_with_librdkafkas_names(tmp_path: Path):
 
 @pytest.mark.parametrize("props, message", [
     ({"security.protocol": "TLS"}, "security.protocol=TLS: expected one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
-    ({"security.protocol": "SASL_SSL"}, "needs sasl.mechanism: one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"},
-     "sasl.mechanism=OAUTHBEARER: trafka's tools speak PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ({"security.protocol": "SASL_SSL"},
+     "needs sasl.mechanism: one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (GSSAPI"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "(GSSAPI, Kafka's default, is not spoken"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OTHER"},
+     "sasl.mechanism=OTHER: trafka's tools speak PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "a"},
      'needs a user name and password: sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule'),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": "Broken"},

@@ -9,10 +9,18 @@ a client properties file with the Java client's names.
     ssl.truststore.location=/path/to/ca-cert.pem
 
 - ``security.protocol``: PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL;
-- ``sasl.mechanism``: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the exchanges of
-  trafka.broker.security.sasl.client); Kafka's default, GSSAPI (Kerberos), and OAUTHBEARER are not spoken;
+- ``sasl.mechanism``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (the exchanges of
+  trafka.broker.security.sasl.client); Kafka's default, GSSAPI (Kerberos), is not spoken;
 - ``sasl.jaas.config``: one login module entry (PlainLoginModule, ScramLoginModule) with ``username`` and
-  ``password``;
+  ``password``; for OAUTHBEARER, OAuthBearerLoginModule, as Kafka's clients log in with it:
+
+  - with ``sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.
+    OAuthBearerLoginCallbackHandler``, a token from ``sasl.oauthbearer.token.endpoint.url``: a client-credentials
+    grant (``clientId``, ``clientSecret`` and ``scope`` JAAS options, or ``sasl.oauthbearer.client.credentials.
+    client.id``/``.client.secret`` and ``sasl.oauthbearer.scope``; the id and secret go in HTTP Basic
+    authorization), or the token in a ``file:`` URL's file; fetched again for each connection's login;
+  - without it, Kafka's unsecured token (``unsecuredLoginStringClaim_sub="alice"`` and the other
+    ``unsecuredLogin*`` options: trafka.broker.security.sasl.client.unsecured_login_token);
 - ``ssl.*`` as the Java client reads them (trafka.broker.security.tls.client_context): a PEM or PKCS12
   truststore (or the system's authorities without one), a keystore for mutual TLS
   (``ssl.keystore.type``/``location``/``password``, ``ssl.key.password``, inline PEM),
@@ -43,8 +51,16 @@ __all__ = ["ClientConfigError", "ClientSecurity", "escape_property", "jaas_quote
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 LOGIN_MODULES = {"PLAIN": PLAIN_LOGIN_MODULE, "SCRAM-SHA-256": SCRAM_LOGIN_MODULE,
-                 "SCRAM-SHA-512": SCRAM_LOGIN_MODULE}
+                 "SCRAM-SHA-512": SCRAM_LOGIN_MODULE, "OAUTHBEARER": OAUTHBEARER_LOGIN_MODULE}
+#: Kafka's login handler that fetches tokens from a token endpoint (Kafka 4's name, then 3.x's).
+OAUTHBEARER_LOGIN_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
+#: How long a request to a token endpoint may take.
+TOKEN_ENDPOINT_TIMEOUT_S = 30.0
 #: The mechanisms the tools log in with.
 CLIENT_MECHANISMS = tuple(LOGIN_MODULES)
 
@@ -65,6 +81,12 @@ class ClientSecurity:
     ssl_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
     bootstrap_servers: str | None = None
     source: str = "the client settings"
+    #: OAUTHBEARER: the login module's options, and where and how a token is fetched (None: unsecured tokens).
+    oauth_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+    token_endpoint_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    scope: str | None = None
     _context: ssl.SSLContext | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -124,12 +146,103 @@ class ClientSecurity:
                 options = parse_jaas_config(jaas).options
             except JaasConfigError as exc:
                 raise ClientConfigError(f"{self.source}: {exc}") from None
+        if mechanism == "OAUTHBEARER":
+            self._read_oauthbearer(props, options)
+            return
         self.username = options.get("username") or props.get("sasl.username") or None
         self.password = options.get("password") or props.get("sasl.password") or None
         if not (self.username and self.password):
             raise ClientConfigError(
                 f"{self.source}: sasl.mechanism={mechanism} needs a user name and password: "
                 f"sasl.jaas.config={LOGIN_MODULES[mechanism]} required username=\"...\" password=\"...\";")
+
+    def _read_oauthbearer(self, props: Mapping[str, str], options: Mapping[str, str]) -> None:
+        from trafka.broker.security.sasl.client import unsecured_login_token
+
+        self.oauth_options = dict(options)
+        handler = props.get("sasl.login.callback.handler.class", "")
+        if handler in OAUTHBEARER_LOGIN_HANDLERS:
+            url = props.get("sasl.oauthbearer.token.endpoint.url", "")
+            if not url.lower().startswith(("http:", "https:", "file:")):
+                raise ClientConfigError(
+                    f"{self.source}: {handler.rsplit('.', 1)[1]} needs sasl.oauthbearer.token.endpoint.url: the "
+                    "identity provider's token endpoint (http:, https:) or a file: URL of a token")
+            self.token_endpoint_url = url
+            self.client_id = props.get("sasl.oauthbearer.client.credentials.client.id") or options.get("clientId")
+            self.client_secret = (props.get("sasl.oauthbearer.client.credentials.client.secret")
+                                  or options.get("clientSecret"))
+            self.scope = props.get("sasl.oauthbearer.scope") or options.get("scope") or None
+            if not url.lower().startswith("file:") and not (self.client_id and self.client_secret):
+                raise ClientConfigError(
+                    f"{self.source}: the token endpoint's client credentials are needed: sasl.jaas.config="
+                    f'{OAUTHBEARER_LOGIN_MODULE} required clientId="..." clientSecret="...";')
+            self.username = self.client_id or "the token in " + url
+        elif handler:
+            raise ClientConfigError(f"{self.source}: sasl.login.callback.handler.class={handler}: trafka's tools log "
+                                    f"in with Kafka's unsecured tokens or with {OAUTHBEARER_LOGIN_HANDLERS[0]}")
+        else:
+            try:
+                unsecured_login_token(options, 0)
+            except ValueError as exc:
+                raise ClientConfigError(f"{self.source}: sasl.mechanism=OAUTHBEARER: {exc}") from None
+            principal_claim = (options.get("unsecuredLoginPrincipalClaimName") or "sub").strip()
+            self.username = options.get(f"unsecuredLoginStringClaim_{principal_claim}")
+
+    def oauthbearer_token(self) -> str:
+        """A token to log in with: fetched from the token endpoint (a client-credentials grant, blocking), read
+        from its file, or made unsecured. The tools' ClientError when the endpoint refuses or cannot be reached,
+        ClientConfigError when the file cannot be read."""
+        if self.token_endpoint_url is None:
+            import time
+
+            from trafka.broker.security.sasl.client import unsecured_login_token
+
+            return unsecured_login_token(self.oauth_options, time.time_ns() // 1_000_000)[0]
+        if self.token_endpoint_url.lower().startswith("file:"):
+            import urllib.parse
+            import urllib.request
+
+            path = urllib.request.url2pathname(urllib.parse.urlparse(self.token_endpoint_url).path)
+            try:
+                return Path(path).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ClientConfigError(f"{self.source}: sasl.oauthbearer.token.endpoint.url: {path}: "
+                                        f"{exc.strerror or exc}") from None
+        return self._client_credentials_token()
+
+    def _client_credentials_token(self) -> str:
+        import base64
+        import json
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        from trafka.broker.tools.admin_client import ClientError
+
+        assert self.token_endpoint_url is not None and self.client_id and self.client_secret
+        quote = urllib.parse.quote
+        basic = base64.b64encode(f"{quote(self.client_id, safe='')}:{quote(self.client_secret, safe='')}".encode())
+        form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
+        request = urllib.request.Request(
+            self.token_endpoint_url, data=urllib.parse.urlencode(form).encode(), method="POST",
+            headers={"Authorization": f"Basic {basic.decode()}", "Accept": "application/json",
+                     "Content-Type": "application/x-www-form-urlencoded", "Cache-Control": "no-cache"})
+        where = f"{self.source}: the token endpoint {self.token_endpoint_url}"
+        try:
+            with urllib.request.urlopen(request, timeout=TOKEN_ENDPOINT_TIMEOUT_S) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(500).decode("utf-8", errors="replace").strip()
+            raise ClientError(f"{where} answered {exc.code} {exc.reason}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClientError(f"{where} cannot be reached: {getattr(exc, 'reason', exc)}") from None
+        try:
+            token = json.loads(body)["access_token"]
+        except (ValueError, KeyError, TypeError):
+            raise ClientError(f"{where} answered without an access_token: {body[:200]!r}") from None
+        if not isinstance(token, str) or not token.strip():
+            raise ClientError(f"{where} answered an empty access_token")
+        return token.strip()
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context of this client's connections (made once)."""
@@ -144,8 +257,11 @@ class ClientSecurity:
 
     def sasl_exchange(self):
         """A new client exchange of the configured mechanism (trafka.broker.security.sasl.client)."""
-        from trafka.broker.security.sasl.client import client_exchange
+        from trafka.broker.security.sasl.client import OAuthBearerClient, client_exchange, unsecured_login_token
 
+        if self.mechanism == "OAUTHBEARER":
+            extensions = unsecured_login_token(self.oauth_options, 0)[1] if self.token_endpoint_url is None else {}
+            return OAuthBearerClient(self.oauthbearer_token(), extensions=extensions)
         assert self.mechanism is not None and self.username is not None and self.password is not None
         return client_exchange(self.mechanism, self.username, self.password)
 

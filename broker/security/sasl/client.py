@@ -1,6 +1,7 @@
-"""The client's side of SASL PLAIN and SCRAM-SHA-256/512, sans-I/O: what a broker sends when it
-authenticates to another broker over a SASL inter-broker listener, and what the tools send to a SASL
-listener. Each exchange is ``first()`` (the client's initial token), then ``respond(server_token)`` until
+"""The client's side of SASL PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, sans-I/O: what a broker sends when it
+authenticates to another broker over a SASL inter-broker listener (PLAIN, SCRAM), and what the tools send to a
+SASL listener. OAUTHBEARER's client is handed its token (:func:`unsecured_login_token` makes Kafka's unsecured
+one; the tools fetch a signed one from a token endpoint). Each exchange is ``first()`` (the client's initial token), then ``respond(server_token)`` until
 ``complete``; a server that cannot be verified (SCRAM's ServerSignature) raises
 :class:`SaslClientError`.
 
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import base64
 import hmac
+import json
+import re
 import secrets
+from collections.abc import Mapping
 
 from trafka.broker.security.credentials import (
     MIN_ITERATIONS,
@@ -88,6 +92,87 @@ class ScramClient:
         self._expected_signature = hmac.new(server_key(self.mechanism, salted), auth_message,
                                             hash_name(self.mechanism)).digest()
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+class OAuthBearerClient:
+    """RFC 7628 as Kafka's OAuthBearerSaslClient speaks it: ``n,[a=<authzid>],^Aauth=Bearer <token>^A[<key>=<value>^A]*^A``.
+    An empty answer is success; a server's error token (``{"status":"invalid_token"}``) is acknowledged with a
+    lone ``^A``, after which the server fails the exchange (SASL_AUTHENTICATION_FAILED, that JSON as message)."""
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token: str, *, extensions: Mapping[str, str] | None = None, authorization_id: str = "") -> None:
+        pairs = "".join(f"{key}={value}\x01" for key, value in (extensions or {}).items())
+        authzid = f"a={authorization_id}" if authorization_id else ""
+        self._first = f"n,{authzid},\x01auth=Bearer {token}\x01{pairs}\x01".encode()
+        self.complete = False
+        #: The server's error token, once it sent one.
+        self.error: str | None = None
+
+    def first(self) -> bytes:
+        return self._first
+
+    def respond(self, token: bytes) -> bytes:
+        if not token:
+            self.complete = True
+            return b""
+        if self.error is not None:
+            raise SaslClientError(f"the server answered again after its error {self.error}")
+        self.error = token.decode("utf-8", errors="replace")
+        return b"\x01"
+
+
+_UNSECURED_OPTION = re.compile(r"unsecuredLogin(String|Number|List)Claim_(.+)")
+_EXTENSION_OPTION = "unsecuredLoginExtension_"
+
+
+def unsecured_login_token(options: Mapping[str, str], now_ms: int) -> tuple[str, dict[str, str]]:
+    """Kafka's unsecured OAUTHBEARER login (OAuthBearerUnsecuredLoginCallbackHandler) from the JAAS options of
+    OAuthBearerLoginModule: the token (``{"alg":"none"}``, no signature) and the SASL extensions.
+
+    ``unsecuredLoginStringClaim_<name>``, ``unsecuredLoginNumberClaim_<name>`` and
+    ``unsecuredLoginListClaim_<name>`` (its first character separates the items) are the claims; the principal
+    claim (``unsecuredLoginPrincipalClaimName``, ``sub``) must be among the string claims; ``iat`` is now and
+    ``exp`` ``unsecuredLoginLifetimeSeconds`` (3600) later, in seconds; ``unsecuredLoginExtension_<name>`` are
+    the extensions. ValueError naming the option otherwise."""
+    claims: dict[str, object] = {}
+    extensions: dict[str, str] = {}
+    for option, value in options.items():
+        if option.startswith(_EXTENSION_OPTION):
+            extensions[option[len(_EXTENSION_OPTION):]] = value
+            continue
+        m = _UNSECURED_OPTION.fullmatch(option)
+        if m is None:
+            continue
+        kind, name = m.groups()
+        if name in ("iat", "exp"):
+            raise ValueError(f"{option}: the {name} claim is set by the login itself")
+        if kind == "String":
+            claims[name] = value
+        elif kind == "Number":
+            try:
+                claims[name] = json.loads(value) if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", value) \
+                    else float("nan")
+            except ValueError:
+                claims[name] = float("nan")
+            if claims[name] != claims[name]:
+                raise ValueError(f"{option}: not a number: {value!r}")
+        else:
+            claims[name] = [item for item in value[1:].split(value[0])] if value else []
+    principal_claim = (options.get("unsecuredLoginPrincipalClaimName") or "sub").strip()
+    if not isinstance(claims.get(principal_claim), str) or not str(claims[principal_claim]).strip():
+        raise ValueError(f"unsecuredLoginStringClaim_{principal_claim} is needed: the token's principal "
+                         f"(unsecuredLoginPrincipalClaimName, {principal_claim})")
+    lifetime = (options.get("unsecuredLoginLifetimeSeconds") or "3600").strip()
+    if not lifetime.isdigit():
+        raise ValueError(f"unsecuredLoginLifetimeSeconds: not a whole number of seconds: {lifetime!r}")
+    issued_at = now_ms / 1000
+    body = {"iat": issued_at, "exp": round(issued_at + int(lifetime), 3), **claims}
+
+    def part(data: Mapping[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(body)}.", extensions
 
 
 def client_exchange(mechanism: str, username: str, password: str) -> PlainClient | ScramClient:
