@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from trafka.broker.security.acls import AclStore
     from trafka.broker.security.authorizer import Authorizer
     from trafka.broker.security.credentials import AlterResult, Deletion, ScramCredentialStore, Upsertion
+    from trafka.broker.security.quotas import Alteration
+    from trafka.broker.security.quotas import AlterResult as QuotaResult
     from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,18 @@ class Broker:
         self._dynamic_config_changes = trio.Lock()
         #: What tests ask the broker to do to some requests (broker.faults; the control endpoint).
         self.faults = FaultRules()
+        #: Client quotas: every entity's configs and the measurement of clients (broker.security.quotas); a
+        #: single node keeps the configs in its data directory, a cluster's broker follows ZooKeeper's.
+        from trafka.broker.security.quotas import ClientQuotas, ClientQuotaStore
+
+        self.client_quotas = ClientQuotas.from_properties(config.properties)
+        if self.cluster is None:
+            self._quota_store = ClientQuotaStore.load(config.data_dir)
+            self.client_quotas.update(self._quota_store.configs)
+        else:
+            from trafka.broker.cluster.quotas import ClusterQuotas
+
+            self._cluster_quotas = ClusterQuotas(self.cluster, self.client_quotas)
         #: broker.metrics.Metrics when metrics.port is set, for the handlers to count in.
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
@@ -201,6 +215,15 @@ class Broker:
             return await store.alter(deletions, upsertions)
         return await trio.to_thread.run_sync(store.alter, deletions, upsertions)
 
+    async def alter_client_quotas(self, alterations: Sequence[Alteration], validate_only: bool) -> list[QuotaResult]:
+        """AlterClientQuotas: validate, keep and apply (a single node writes its file in a worker thread)."""
+        if self.cluster is not None:
+            return await self._cluster_quotas.alter(alterations, validate_only)
+        results, changed = await trio.to_thread.run_sync(self._quota_store.alter, alterations, validate_only)
+        if changed:
+            self.client_quotas.update(self._quota_store.configs)
+        return results
+
     def group_coordinator(self) -> GroupCoordinator:
         """The group coordinator: consumer groups and their committed offsets (kept in
         ``__consumer_offsets``). The first call starts it with the broker's background tasks."""
@@ -290,6 +313,7 @@ class Broker:
                 self._background_tasks = nursery
                 if self.cluster is not None:
                     await self._run_cluster(nursery)
+                    await nursery.start(self._cluster_quotas.run)
                 if self.topics.get(OFFSETS_TOPIC) is not None:
                     self.group_coordinator()  # which replays the topic
                 if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:

@@ -24,6 +24,11 @@ one at a time): however many clients send them, their memory is one request's. P
 data path, do not take turns: a Produce frame is mostly record bytes that stay bytes, and a Fetch may
 wait for data.
 
+Client quotas (``trafka.broker.security.quotas``) are enforced here, as Kafka's request channel does it, once
+any is set: after a request is handled its size (Produce) and handling time are recorded, the response
+carries the throttle time, and the connection is muted for that long (no request of it is read: KIP-219);
+a client of a version that does not back off by itself gets its response only after the throttle time.
+
 A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
 log line that says why; the broker goes on serving everyone else.
 """
@@ -41,6 +46,7 @@ import trio
 from trafka.broker.faults import Action, top_level_error_response
 from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
 from trafka.broker.handlers.api_versions import api_versions_response
+from trafka.broker.security.quotas import client_throttles
 from trafka.wire.chunks import Chunk, FileSlice
 from trafka.wire.errors import ErrorCode
 from trafka.wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
@@ -239,6 +245,8 @@ class ServedConnection:
                              listener=self.listener.name, session=self.session)
         metrics = self.broker.metrics
         started = time.perf_counter() if metrics is not None else 0.0
+        quotas = self.broker.client_quotas
+        handling_started = time.perf_counter_ns() if quotas.active else 0
         fault = self._fault(header, request) if self.broker.faults else None
         if fault is not None and fault.action is not Action.OBSERVE:
             if fault.action is Action.DROP:
@@ -268,12 +276,22 @@ class ServedConnection:
                 header.correlation_id,
             )
             return False
+        throttle_ms = 0
+        if quotas.active:
+            throttle_ms = quotas.after_request(header.api_key, header.api_version, self.session.principal,
+                                               header.client_id, request, response, event.size,
+                                               time.perf_counter_ns() - handling_started if handling_started else 0)
+            if throttle_ms and response is not None and not client_throttles(header.api_key, header.api_version):
+                await trio.sleep(throttle_ms / 1000)  # a client that does not back off itself gets its answer late
+                throttle_ms = 0
         if response is not None:
             if in_thread:
                 chunks = await trio.to_thread.run_sync(self.protocol.send_response, header, response)
             else:
                 chunks = self.protocol.send_response(header, response)
             await self.send_chunks(chunks)
+        if throttle_ms:
+            await trio.sleep(throttle_ms / 1000)  # muted: no request of this client is read meanwhile (KIP-219)
         if metrics is not None:
             metrics.request(handler.api_key.name, time.perf_counter() - started)
         if self.session.has_failed:

@@ -440,6 +440,11 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=0),
     _broker("connection.failed.authentication.delay.ms", _T.INT, 100,
             "How long a connection that failed authentication waits before it is closed.", minimum=0),
+    # Client quotas (broker.security.quotas).
+    _broker("quota.window.num", _T.INT, 11, "Samples a client's rate is measured over, for client quotas.",
+            minimum=1),
+    _broker("quota.window.size.seconds", _T.INT, 1, "Length of each sample of a client's rate, in seconds.",
+            minimum=1),
     # OAUTHBEARER validated against a JWKS (each also per listener, and per listener and mechanism:
     # listener.name.<l>.oauthbearer.<setting>).
     _broker("sasl.server.callback.handler.class", _T.STRING, None,

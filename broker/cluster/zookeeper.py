@@ -568,6 +568,12 @@ class ZooKeeperCluster:
         return await _in_worker("claiming a block of producer ids", _claim_producer_id_block, client,
                                 self.node_id, size)
 
+    @property
+    def client(self) -> KazooClient:
+        """The ZooKeeper session, for the parts of the broker that keep their own znodes (quotas); kazoo's calls
+        block: make them from worker threads."""
+        return self._joined()
+
     def _joined(self) -> KazooClient:
         if self._client is None or not self._client.connected:
             raise CoordinationError(f"broker {self.node_id} is not connected to ZooKeeper at {self.connect}")

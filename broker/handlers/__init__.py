@@ -7,6 +7,8 @@ from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their reg
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_client_quotas,
+    alter_client_quotas,
     metadata,
     produce,
     fetch,

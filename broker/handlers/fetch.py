@@ -22,6 +22,10 @@ last stable offset: data held back by an open transaction does not end its wait,
 closes the transaction does. Incremental fetch sessions (KIP-227)
 are not kept: session creation is answered with session id 0, which tells the client to keep sending
 full fetch requests, and an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
+
+A consumer with a ``consumer_byte_rate`` quota gets at most its quota over the quota windows but one in a
+response, and when a response would put it over its quota, it gets an empty one with the throttle time
+instead, its bytes not counted, as Kafka answers.
 """
 from __future__ import annotations
 
@@ -47,6 +51,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
     targets = _resolve(ctx, request)
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
+    if ctx.broker.client_quotas.fetch.enabled:  # no more than the consumer's quota allows in its windows
+        max_bytes = min(max_bytes, ctx.broker.client_quotas.fetch_max_bytes(getattr(ctx.session, "principal", None),
+                                                                          ctx.header.client_id) or max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
     replica_id = replica_id_of(request, ctx.api_version)
     responses, available = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
@@ -63,6 +70,13 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
             for partition in partitions:
                 partition.remove_waiter(waiter)
         responses, _ = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
+    if ctx.broker.client_quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate (trafka.broker.security.quotas)
+        throttle_ms = ctx.broker.client_quotas.fetch_throttle(
+            getattr(ctx.session, "principal", None), ctx.header.client_id, sum(p.records.size for t in responses for p in t.partitions
+                                                             if p.records))
+        if throttle_ms:  # over its quota: the bytes are not sent, and the consumer is told to wait
+            return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=NO_SESSION,
+                                 responses=[])
     if ctx.broker.metrics is not None:
         _count_bytes_out(ctx.broker.metrics, targets, responses)
     return FetchResponse(error_code=ErrorCode.NONE, session_id=NO_SESSION, responses=responses)
