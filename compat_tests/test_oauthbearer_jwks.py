@@ -565,7 +565,7 @@ def test_trafkas_tools_report_a_refused_login(oidc, tmp_path):
     """The token endpoint refuses a wrong client secret; the broker refuses an expired token (from a file)."""
     refused = _tool("topics", "list", config=_command_config(oidc, "URL", tmp_path / "wrong.properties",
                                                              secret="wrong"))
-    assert refused.returncode == 1 and "answered 401" in refused.stderr, refused
+    assert refused.returncode == 2 and "answered 401" in refused.stderr, refused
     token_file = tmp_path / "token"
     token_file.write_text(token(lifetime_s=-120))
     config = tmp_path / "expired.properties"

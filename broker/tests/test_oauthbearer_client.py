@@ -15,7 +15,6 @@ import pytest
 from trafka.broker.security.sasl import SaslAuthenticationError, SaslServerContext, new_exchange
 from trafka.broker.security.sasl.client import OAuthBearerClient, SaslClientError, unsecured_login_token
 from trafka.broker.security.sasl.oauthbearer import UnsecuredValidatorOptions, validate_unsecured_token
-from trafka.broker.tools.admin_client import ClientError
 from trafka.broker.tools.client_security import ClientConfigError, ClientSecurity
 
 NOW_MS = 1_800_000_000_123
@@ -145,7 +144,7 @@ def test_command_config_with_a_token_endpoint(endpoint):
                          "sasl.oauthbearer.token.endpoint.url": endpoint.url,
                          "sasl.oauthbearer.client.credentials.client.id": "app",
                          "sasl.oauthbearer.client.credentials.client.secret": "wrong"})
-    with pytest.raises(ClientError, match="answered 401 Unauthorized: .*invalid_client"):
+    with pytest.raises(ClientConfigError, match="answered 401 Unauthorized: .*invalid_client"):
         wrong.sasl_exchange()
 
 
@@ -173,5 +172,5 @@ def test_an_unreachable_token_endpoint():
     security = _security(**{"sasl.login.callback.handler.class": HANDLER,
                             "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:1/token",
                             "sasl.jaas.config": f'{MODULE} required clientId="a" clientSecret="b";'})
-    with pytest.raises(ClientError, match="cannot be reached"):
+    with pytest.raises(ClientConfigError, match="cannot be reached"):
         security.oauthbearer_token()

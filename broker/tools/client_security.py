@@ -190,8 +190,8 @@ class ClientSecurity:
 
     def oauthbearer_token(self) -> str:
         """A token to log in with: fetched from the token endpoint (a client-credentials grant, blocking), read
-        from its file, or made unsecured. The tools' ClientError when the endpoint refuses or cannot be reached,
-        ClientConfigError when the file cannot be read."""
+        from its file, or made unsecured. ClientConfigError when the endpoint refuses the client's credentials or
+        cannot be reached, or the file cannot be read (the tools exit with 2, as for a bad --command-config)."""
         if self.token_endpoint_url is None:
             import time
 
@@ -217,8 +217,6 @@ class ClientSecurity:
         import urllib.parse
         import urllib.request
 
-        from trafka.broker.tools.admin_client import ClientError
-
         assert self.token_endpoint_url is not None and self.client_id and self.client_secret
         quote = urllib.parse.quote
         basic = base64.b64encode(f"{quote(self.client_id, safe='')}:{quote(self.client_secret, safe='')}".encode())
@@ -233,15 +231,15 @@ class ClientSecurity:
                 body = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read(500).decode("utf-8", errors="replace").strip()
-            raise ClientError(f"{where} answered {exc.code} {exc.reason}: {detail}") from None
+            raise ClientConfigError(f"{where} answered {exc.code} {exc.reason}: {detail}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ClientError(f"{where} cannot be reached: {getattr(exc, 'reason', exc)}") from None
+            raise ClientConfigError(f"{where} cannot be reached: {getattr(exc, 'reason', exc)}") from None
         try:
             token = json.loads(body)["access_token"]
         except (ValueError, KeyError, TypeError):
-            raise ClientError(f"{where} answered without an access_token: {body[:200]!r}") from None
+            raise ClientConfigError(f"{where} answered without an access_token: {body[:200]!r}") from None
         if not isinstance(token, str) or not token.strip():
-            raise ClientError(f"{where} answered an empty access_token")
+            raise ClientConfigError(f"{where} answered an empty access_token")
         return token.strip()
 
     def ssl_context(self) -> ssl.SSLContext:
