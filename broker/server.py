@@ -4,6 +4,8 @@
 then forceful: listeners close at once, each connection finishes and answers the request in hand but
 reads no new one, and whatever is still running when ``shutdown_timeout_s`` has passed is cancelled.
 The broker's state (logs, checkpoints) is closed last, after every connection is gone.
+Each connection accepted passes the connection limits first (``trafka.broker.security.connection_quotas``):
+it may wait to be accepted, or be closed at once, as Kafka's acceptor does.
 Once the logs are loaded, one line says the file descriptor limit and about how many more
 partitions it allows (``trafka.broker.descriptors``).
 """
@@ -20,6 +22,7 @@ from trafka.broker.broker import Broker
 from trafka.broker.config import BrokerConfig, ConfigError, ListenerConfig, listener_settings
 from trafka.broker.connection import ServedConnection
 from trafka.broker.descriptors import current_budget, map_count_warning
+from trafka.broker.security.connection_quotas import ConnectionQuotas, Verdict
 
 if TYPE_CHECKING:
     from trafka.broker.security.authentication import ListenerSasl
@@ -64,6 +67,7 @@ class Server:
             # The config given stays as it was; the broker's has the ports bound (port 0: the system's choice).
             config = self.config = config.serving_on(bound_ports)
             self.broker = broker = Broker(config)
+            self.connection_quotas = _connection_quotas(config, broker)
             try:
                 sasl = _sasl_settings(config, broker)
                 if any(s.jwks_refreshers for s in sasl.values()):
@@ -141,20 +145,54 @@ class Server:
                 log.error("accept failed on %s: %s", listener.socket.getsockname(), exc)
                 await trio.sleep(0.1)
                 continue
+            address = _peer_address(stream)
+            verdict, hold_ms = await self.connection_quotas.admit(served.name, address)
+            if verdict is not Verdict.ACCEPT:
+                connections.start_soon(_refuse, stream, served.name, address, verdict, hold_ms)
+                continue
             connection = ServedConnection(stream, self.broker, next(self._connection_ids), self._large_requests,
                                           listener=served, tls_context=tls_context, sasl=sasl)
-            connections.start_soon(self._run_connection, connection)
+            connections.start_soon(self._run_connection, connection, address)
 
-    async def _run_connection(self, connection: ServedConnection) -> None:
+    async def _run_connection(self, connection: ServedConnection, address: str = "") -> None:
         self._connections.add(connection)
         if self._all_closed.is_set():
             self._all_closed = trio.Event()
         try:
             await connection.run()
         finally:
+            self.connection_quotas.release(connection.listener.name, address)
             self._connections.discard(connection)
             if not self._connections:
                 self._all_closed.set()
+
+
+def _connection_quotas(config: BrokerConfig, broker: Broker) -> ConnectionQuotas:
+    """The connection limits (broker.security.connection_quotas), measured over the client quotas' windows."""
+    quotas = broker.client_quotas
+    return ConnectionQuotas(config.properties, [served.name for served in config.listeners],
+                            config.inter_broker_listener_name, quotas, window_num=quotas.produce.window_num,
+                            window_size_seconds=quotas.produce.window_size_seconds)
+
+
+def _peer_address(stream: trio.SocketStream) -> str:
+    try:
+        return stream.socket.getpeername()[0]
+    except OSError:
+        return "?"
+
+
+async def _refuse(stream: trio.SocketStream, listener: str, address: str, verdict: Verdict, hold_ms: int) -> None:
+    """Close a connection the limits refuse: at once over max.connections.per.ip, after its throttle time over
+    its address's connection creation rate (held unread meanwhile), as Kafka does."""
+    if verdict is Verdict.REJECT:
+        log.info("Rejected connection from %s on listener %s, address already has the configured maximum of "
+                 "connections.", address, listener)
+    else:
+        log.debug("closing the connection from %s in %d ms: over its connection creation rate", address, hold_ms)
+        await trio.sleep(hold_ms / 1000)
+    with trio.CancelScope(shield=True):
+        await stream.aclose()
 
 
 def _tls_contexts(config: BrokerConfig) -> dict[str, ssl.SSLContext]:

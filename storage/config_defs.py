@@ -440,11 +440,21 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=0),
     _broker("connection.failed.authentication.delay.ms", _T.INT, 100,
             "How long a connection that failed authentication waits before it is closed.", minimum=0),
-    # Client quotas (broker.security.quotas).
+    # Client quotas and connection limits (broker.security.quotas, broker.security.connection_quotas).
     _broker("quota.window.num", _T.INT, 11, "Samples a client's rate is measured over, for client quotas.",
             minimum=1),
     _broker("quota.window.size.seconds", _T.INT, 1, "Length of each sample of a client's rate, in seconds.",
             minimum=1),
+    _broker("max.connections", _T.INT, 2147483647,
+            "Most connections the broker holds open (also per listener: listener.name.<l>.max.connections); "
+            "at the limit, new connections wait to be accepted.", minimum=0),
+    _broker("max.connections.per.ip", _T.INT, 2147483647,
+            "Most connections from one address; beyond it a new connection is closed at once.", minimum=0),
+    _broker("max.connections.per.ip.overrides", _T.STRING, "",
+            "Per address or host name limits over max.connections.per.ip (host:count,...)."),
+    _broker("max.connection.creation.rate", _T.INT, 2147483647,
+            "Most new connections accepted per second (also per listener: "
+            "listener.name.<l>.max.connection.creation.rate); beyond it accepting waits.", minimum=0),
     # OAUTHBEARER validated against a JWKS (each also per listener, and per listener and mechanism:
     # listener.name.<l>.oauthbearer.<setting>).
     _broker("sasl.server.callback.handler.class", _T.STRING, None,

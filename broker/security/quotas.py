@@ -361,7 +361,7 @@ def throttle_time_ms(rate: Rate, bound: float, now_ms: int) -> int:
     return java_round((value - bound) / bound * rate.window_size(now_ms))
 
 
-def _monotonic_ms() -> int:
+def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
@@ -406,7 +406,7 @@ class ClientQuotaManager:
         self.quota_type = quota_type
         self.window_num = window_num
         self.window_size_seconds = window_size_seconds
-        self.clock = clock or _monotonic_ms
+        self.clock = clock or monotonic_ms
         self.max_throttle_ms = max_throttle_ms
         self.enabled = False
         self._limits: dict[Entity, float] = {}

@@ -185,10 +185,10 @@ def alter(configs, *entries, ip_ok=True):
     ([], [("producer_byte_rate", 1.0, False)], "Invalid empty client quota entity"),
     ([("foo", "x")], [("producer_byte_rate", 1.0, False)], "Unhandled client quota entity type: foo"),
     ([(USER, "")], [("producer_byte_rate", 1.0, False)], "Empty user not supported"),
-    ([(USER, "a")], [("producer_byte_rate", 1e30, False)], "Proposed value for producer_byte_rate is too large "
-                                                            "for a LONG."),
-    ([(IP, "1.2.3.4")], [("connection_creation_rate", 3e9, False)], "Proposed value for connection_creation_rate "
-                                                                    "is too large for an INT."),
+    ([(USER, "a")], [("producer_byte_rate", 1e30, False)], ("Proposed value for producer_byte_rate is too large "
+                                                            "for a LONG.")),
+    ([(IP, "1.2.3.4")], [("connection_creation_rate", 3e9, False)], ("Proposed value for connection_creation_rate "
+                                                                    "is too large for an INT.")),
     ([(USER, "a")], [("producer_byte_rate", 1.0, False), ("producer_byte_rate", 2.0, False)],
      "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})"),
 ])
@@ -261,20 +261,20 @@ def test_describe_filters(components, strict, expected):
 
 
 @pytest.mark.parametrize(("components", "code", "message"), [
-    ([(CLIENT_ID, 0, None)], ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string "
-                                                        "to null."),
-    ([(CLIENT_ID, 1, "x")], ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, but also specified a "
-                                                       "match string."),
-    ([(CLIENT_ID, 2, "x")], ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_SPECIFIED, but also specified "
-                                                       "a match string."),
+    ([(CLIENT_ID, 0, None)], ErrorCode.INVALID_REQUEST, ("Request specified MATCH_TYPE_EXACT, but set match string "
+                                                        "to null.")),
+    ([(CLIENT_ID, 1, "x")], ErrorCode.INVALID_REQUEST, ("Request specified MATCH_TYPE_DEFAULT, but also specified a "
+                                                       "match string.")),
+    ([(CLIENT_ID, 2, "x")], ErrorCode.INVALID_REQUEST, ("Request specified MATCH_TYPE_SPECIFIED, but also specified "
+                                                       "a match string.")),
     ([(CLIENT_ID, 3, None)], ErrorCode.INVALID_REQUEST, "Unknown match type 3"),
     ([("foo", 0, "x")], ErrorCode.UNSUPPORTED_VERSION, "Unsupported entity type foo"),
     ([("", 0, "x")], ErrorCode.INVALID_REQUEST, "Invalid empty entity type."),
-    ([(USER, 0, "x"), (USER, 0, "y")], ErrorCode.INVALID_REQUEST, "Entity type user cannot appear more than once "
-                                                                 "in the filter."),
-    ([(IP, 2, None), (USER, 2, None)], ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP "
+    ([(USER, 0, "x"), (USER, 0, "y")], ErrorCode.INVALID_REQUEST, ("Entity type user cannot appear more than once "
+                                                                 "in the filter.")),
+    ([(IP, 2, None), (USER, 2, None)], ErrorCode.INVALID_REQUEST, ("Invalid entity filter component combination. IP "
                                                                  "filter component should not be used with user or "
-                                                                 "clientId filter component."),
+                                                                 "clientId filter component.")),
 ])
 def test_describe_refuses_as_kafka(components, code, message):
     with pytest.raises(QuotaRequestError) as refused:
