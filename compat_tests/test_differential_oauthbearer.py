@@ -27,8 +27,15 @@ RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
 SMALL_KEY = rsa.generate_private_key(public_exponent=65537, key_size=1024)
 STRANGER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+HMAC_KEY, SHORT_HMAC_KEY = b"h" * 48, b"s" * 16
+
+
+def _oct(key: bytes, kid: str) -> dict:
+    return {"kty": "oct", "kid": kid, "k": base64.urlsafe_b64encode(key).rstrip(b"=").decode()}
+
+
 JWKS = jwks_json(jwk_of(RSA_KEY, "rsa-1", "RS256"), jwk_of(EC_KEY, "ec-1", "ES256"),
-                 {**jwk_of(SMALL_KEY, "small", "RS256")})
+                 jwk_of(SMALL_KEY, "small", "RS256"), _oct(HMAC_KEY, "hmac"), _oct(SHORT_HMAC_KEY, "short-hmac"))
 LISTENERS = ("STRICT", "LOOSE")
 
 
@@ -143,7 +150,13 @@ TOKENS: dict[str, Callable[[], str]] = {
     "jti-a-number": lambda: tok(jti=5),
     "alg-none-unsigned": lambda: f"{_part({'alg': 'none'})}.{_part(_claims())}.",
     "alg-none-with-a-signature": lambda: f"{_part({'alg': 'none'})}.{_part(_claims())}.c2lnbmF0dXJl",
-    "hs256": lambda: _raw({"alg": "HS256", "kid": "rsa-1"}, _claims(), b"k" * 32, "HS256"),
+    "hs256-naming-an-rsa-key": lambda: _raw({"alg": "HS256", "kid": "rsa-1"}, _claims(), b"k" * 32, "HS256"),
+    "hs256": lambda: _raw({"alg": "HS256", "kid": "hmac"}, _claims(), HMAC_KEY, "HS256"),
+    "hs384": lambda: _raw({"alg": "HS384", "kid": "hmac"}, _claims(), HMAC_KEY, "HS384"),
+    "hs512-with-a-key-too-short": lambda: _raw({"alg": "HS512", "kid": "hmac"}, _claims(), HMAC_KEY, "HS512"),
+    "hs256-with-a-short-key": lambda: _raw({"alg": "HS256", "kid": "short-hmac"}, _claims(), SHORT_HMAC_KEY,
+                                           "HS256"),
+    "hs256-wrong-secret": lambda: _raw({"alg": "HS256", "kid": "hmac"}, _claims(), b"x" * 48, "HS256"),
     "two-parts": lambda: f"{_part({'alg': 'RS256'})}.{_part(_claims())}",
     "garbage": lambda: "not-a-token",
     "tampered-claims": lambda: ".".join([tok().split(".")[0], _part(_claims(sub="mallory")), tok().split(".")[2]]),

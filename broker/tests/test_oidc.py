@@ -230,6 +230,16 @@ def test_select_key(header, keys, chosen):
     assert (selected.key if selected else None) == chosen
 
 
+def test_hmac_keys_no_shorter_than_their_hash():
+    def oct_jwk(secret: bytes, kid: str) -> dict:
+        return {"kty": "oct", "kid": kid, "k": base64.urlsafe_b64encode(secret).rstrip(b"=").decode()}
+
+    keys = StaticKeys(parse_jwks(jwks(oct_jwk(b"k" * 32, "long"), oct_jwk(b"s" * 16, "short"))))
+    assert validate_token(sign(key=b"k" * 32, alg="HS256", kid="long"), SETTINGS, keys, NOW_MS).principal_name == "alice"
+    assert "256 bits for HS256" in refused(sign(key=b"s" * 16, alg="HS256", kid="short"), keys=keys)
+    assert "512 bits for HS512" in refused(sign(key=b"k" * 32, alg="HS512", kid="long"), keys=keys)
+
+
 def test_jwks_parsing_leaves_out_what_it_cannot_use():
     keys = parse_jwks(jwks(public_jwk(RSA_KEY, "a"), {"kty": "XYZ", "kid": "b"}, {"kty": "RSA", "kid": "c"}, "junk"))
     assert [k.kid for k in keys] == ["a"]

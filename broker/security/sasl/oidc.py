@@ -15,7 +15,8 @@ A token is valid when, in this order:
 - a key of the set fits it, chosen as jose4j's VerificationJwkSelector chooses: the ``kid`` of the header
   when it has one, the key type its ``alg`` needs, ``use`` ``sig`` and ``key_ops`` with ``verify`` when the
   key says them; among several, the one whose ``alg`` is the token's, and for EC the curve of the ``alg``;
-  the first of those left. RSA keys of fewer than 2048 bits are refused, as jose4j refuses them. When no key
+  the first of those left. RSA keys of fewer than 2048 bits, and HMAC keys shorter than their hash, are
+  refused, as jose4j refuses them. When no key
   fits, the key source is told the ``kid`` (a JWKS URL is then fetched again, see ``jwks``) and the token is
   refused this time;
 - its signature verifies with that key (PyJWT);
@@ -327,6 +328,10 @@ def _verified_payload(token: str, key: Jwk, alg: str) -> bytes:
         raise InvalidToken(f"Could not validate the access token: An RSA key of size {key.key.key_size} bits or "
                            f"larger MUST be used with the all JOSE RSA algorithms (given key was only "
                            f"{key.key.key_size} bits).")
+    if key.kty == "oct" and isinstance(key.key, bytes) and len(key.key) * 8 < int(alg[2:]):
+        raise InvalidToken(f"Could not validate the access token: A key of the same size as the hash output (i.e. "
+                           f"{alg[2:]} bits for {alg}) or larger MUST be used with the HMAC SHA algorithms but this "
+                           f"key is only {len(key.key) * 8} bits")
     try:
         decoded = jwt.PyJWS().decode_complete(token, key.key, algorithms=[alg])
     except jwt.InvalidSignatureError:
