@@ -111,6 +111,8 @@ TOKENS: dict[str, Callable[[], str]] = {
     "valid-rs512-with-an-rs256-key": lambda: tok(alg="RS512"),
     "no-kid": lambda: tok(kid=None),
     "no-kid-es256": lambda: tok(EC_KEY, None, "ES256"),
+    "no-kid-rs512-two-rs256-keys": lambda: tok(kid=None, alg="RS512"),
+    "no-kid-small-key-first-fit": lambda: tok(SMALL_KEY, None),
     "unknown-kid": lambda: tok(kid="rsa-9"),
     "wrong-key": lambda: tok(STRANGER_KEY),
     "ec-token-with-an-rsa-kid": lambda: tok(EC_KEY, "rsa-1", "ES256"),
