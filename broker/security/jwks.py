@@ -5,7 +5,8 @@
   directory, unreadable or not a JWKS stops the start.
 - ``http:`` / ``https:`` URL (:class:`RefreshingJwks`): fetched at start (a failure stops the start), then
   again every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` by a task of the broker's. Every fetch runs in a
-  worker thread, never on the event loop; validation only ever reads the keys in hand. A refresh that fails
+  worker thread, never on the event loop, and is a GET as jose4j makes it (tried four times, a body of at
+  most 512 KiB: :func:`http_get`); validation only ever reads the keys in hand. A refresh that fails
   is tried again after ``...retry.backoff.ms``, doubling, for at most ``...retry.backoff.max.ms`` in all;
   after that the keys in hand stay and the next scheduled refresh tries again.
 - A token naming a ``kid`` that no key has is refused, and asks for a refresh at once (an expedited
@@ -36,8 +37,12 @@ JWKS_ENDPOINT_URL = "sasl.oauthbearer.jwks.endpoint.url"
 MISSING_KEY_ID_CACHE_MAX_ENTRIES = 16
 MISSING_KEY_ID_CACHE_IN_FLIGHT_MS = 60_000
 MISSING_KEY_ID_MAX_KEY_LENGTH = 1000
-#: How long one HTTP fetch of the JWKS may take.
-FETCH_TIMEOUT_S = 10.0
+#: How long connecting, and then reading, may take in one HTTP fetch of the JWKS (jose4j's).
+FETCH_TIMEOUT_S = 20.0
+#: jose4j's retries of a failed GET, the first wait (doubling), and the largest body taken.
+HTTP_RETRIES = 3
+HTTP_FIRST_RETRY_WAIT_S = 0.18
+HTTP_BODY_LIMIT = 512 * 1024
 
 
 class JwksUnavailable(Exception):
@@ -69,15 +74,31 @@ def read_jwks_file(url: str) -> StaticKeys:
 
 
 def http_get(url: str) -> bytes:
-    """The body of a 200 answer to GET ``url`` (blocking: run it in a thread)."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    """The body of a 200 answer to GET ``url``, as jose4j's HttpsJwks gets it: a failed attempt (no answer, or
+    not 200) is tried again three times, 180 ms later, then twice and four times that; a body over 512 KiB is
+    refused. Blocking: run it in a thread."""
+    for attempt in range(HTTP_RETRIES + 1):
+        try:
+            return _get_once(url)
+        except JwksUnavailable:
+            if attempt == HTTP_RETRIES:
+                raise
+            time.sleep(min(HTTP_FIRST_RETRY_WAIT_S * 2 ** attempt, 8.0))
+    raise AssertionError("unreachable")
+
+
+def _get_once(url: str) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": "application/json", "Cache-Control": "no-cache"})
     try:
         with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
-            return response.read()
+            body = response.read(HTTP_BODY_LIMIT + 1)
     except urllib.error.HTTPError as exc:
         raise JwksUnavailable(f"Non 200 status code ({exc.code} {exc.reason}) returned from {url}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise JwksUnavailable(f"GET {url} failed: {getattr(exc, 'reason', exc)}") from None
+    if len(body) > HTTP_BODY_LIMIT:
+        raise JwksUnavailable(f"the answer from {url} is over {HTTP_BODY_LIMIT} bytes")
+    return body
 
 
 async def http_get_in_thread(url: str) -> bytes:

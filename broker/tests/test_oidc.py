@@ -434,3 +434,36 @@ def test_a_listener_with_the_validator_or_another_handler(tmp_path):
 def test_wall_clock_tokens_made_now_pass():
     now = time.time_ns() // 1_000_000
     assert validate_token(sign({"iat": now // 1000, "exp": now // 1000 + 60}), SETTINGS, KEYS, now)
+
+
+def test_http_get_retries_as_jose4j_does_and_limits_the_body():
+    import http.server
+    import threading
+
+    from trafka.broker.security.jwks import HTTP_BODY_LIMIT, http_get
+
+    answers = [500, 503, 200]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            status = answers.pop(0) if answers else 200
+            body = b"x" * (HTTP_BODY_LIMIT + 1) if self.path == "/big" else b'{"keys": []}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert http_get(url + "/jwks") == b'{"keys": []}'
+        assert answers == []
+        with pytest.raises(JwksUnavailable, match="over 524288 bytes"):
+            http_get(url + "/big")
+    finally:
+        server.shutdown()
+        server.server_close()
