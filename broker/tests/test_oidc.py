@@ -389,9 +389,9 @@ def test_the_validator_from_settings(tmp_path):
     ({"sasl.server.callback.handler.class": VALIDATOR}, 'requires "sasl.oauthbearer.jwks.endpoint.url" to be'),
     ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
       "sasl.oauthbearer.allow.unverified.issuer": "true"},
-     'requires "sasl.oauthbearer.expected.audience" to be configured so that the token\'s audience ("aud") claim '
-     'can be verified, but it was not set. Set "sasl.oauthbearer.expected.audience" to the audience(s) that '
-     'identify this cluster, or set "sasl.oauthbearer.allow.unverified.audience" to true'),
+     ('requires "sasl.oauthbearer.expected.audience" to be configured so that the token\'s audience ("aud") claim '
+      'can be verified, but it was not set. Set "sasl.oauthbearer.expected.audience" to the audience(s) that '
+      'identify this cluster, or set "sasl.oauthbearer.allow.unverified.audience" to true')),
     ({"sasl.server.callback.handler.class": VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": "http://idp",
       "sasl.oauthbearer.expected.audience": "kafka", "sasl.oauthbearer.expected.issuer": " "},
      'requires "sasl.oauthbearer.expected.issuer" to be configured'),
