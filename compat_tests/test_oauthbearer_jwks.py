@@ -577,7 +577,7 @@ def test_trafkas_tools_report_a_refused_login(oidc, tmp_path):
 
 
 def test_sessions_end_with_the_token_and_clients_log_in_again(oidc, topic):
-    """A token lives 5 s: the broker bounds each session by its exp (KIP-368) and ends it then; confluent-kafka,
+    """A token lives 4 s: the broker bounds each session by its exp (KIP-368) and ends it then; confluent-kafka,
     fetching a fresh token through its oauth_cb, logs in again (on the same connection, or a new one once the
     broker closed the old) and goes on producing: nothing is lost, nothing fails."""
     from confluent_kafka import Producer
@@ -586,13 +586,13 @@ def test_sessions_end_with_the_token_and_clients_log_in_again(oidc, topic):
 
     def short_lived(_config: str) -> tuple[str, float]:
         issued.append(time.time())
-        return token(lifetime_s=5), time.time() + 5
+        return token(lifetime_s=4), time.time() + 4
 
     name = topic()
     producer = Producer(_confluent(oidc, "URL", oauth_cb=short_lived, **{"linger.ms": 0}))
     errors: list[str] = []
     sent = 0
-    deadline = time.monotonic() + 12
+    deadline = time.monotonic() + 9
     while time.monotonic() < deadline:
         producer.produce(name, value=b"%d" % sent,
                          on_delivery=lambda error, _m: errors.append(str(error)) if error else None)
