@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
@@ -28,6 +28,7 @@ EC_KEY = ec.generate_private_key(ec.SECP256R1())
 SMALL_KEY = rsa.generate_private_key(public_exponent=65537, key_size=1024)
 STRANGER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 HMAC_KEY, SHORT_HMAC_KEY = b"h" * 48, b"s" * 16
+ED_KEY = ed25519.Ed25519PrivateKey.generate()
 
 
 def _oct(key: bytes, kid: str) -> dict:
@@ -35,7 +36,8 @@ def _oct(key: bytes, kid: str) -> dict:
 
 
 JWKS = jwks_json(jwk_of(RSA_KEY, "rsa-1", "RS256"), jwk_of(EC_KEY, "ec-1", "ES256"),
-                 jwk_of(SMALL_KEY, "small", "RS256"), _oct(HMAC_KEY, "hmac"), _oct(SHORT_HMAC_KEY, "short-hmac"))
+                 jwk_of(SMALL_KEY, "small", "RS256"), _oct(HMAC_KEY, "hmac"), _oct(SHORT_HMAC_KEY, "short-hmac"),
+                 jwk_of(ED_KEY, "ed-1", "EdDSA"))
 LISTENERS = ("STRICT", "LOOSE")
 
 
@@ -108,6 +110,7 @@ TOKENS: dict[str, Callable[[], str]] = {
     "valid-rs256": lambda: tok(),
     "valid-es256": lambda: tok(EC_KEY, "ec-1", "ES256"),
     "valid-ps256": lambda: tok(alg="PS256"),
+    "valid-eddsa": lambda: tok(ED_KEY, "ed-1", "EdDSA"),
     "valid-rs512-with-an-rs256-key": lambda: tok(alg="RS512"),
     "no-kid": lambda: tok(kid=None),
     "no-kid-es256": lambda: tok(EC_KEY, None, "ES256"),
