@@ -148,6 +148,10 @@ public final class Driver {
             case "txn_close": return txnClose(c);
             case "isolated_consume": return isolatedConsume(c);
             case "produce_consume_for": return produceConsumeFor(c);
+            case "produce_for": return produceFor(c);
+            case "consume_for": return consumeFor(c);
+            case "describe_client_quotas": return describeClientQuotas(c);
+            case "alter_client_quotas": return alterClientQuotas(c);
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
         }
     }
@@ -255,6 +259,129 @@ public final class Driver {
             }
             return records;
         }
+    }
+
+    // ------------------------------------------------------------------------------------------ client quotas
+
+    /** Produce records of `record_size` bytes as fast as the producer takes them for `duration_ms`: the bytes
+     * acknowledged by each `tick_ms` since the start, one entry per tick. */
+    private Object produceFor(Command c) throws Exception {
+        Properties config = c.clientConfig();
+        config.put("key.serializer", ByteArraySerializer.class.getName());
+        config.put("value.serializer", ByteArraySerializer.class.getName());
+        config.putAll(c.settings());
+        long durationMs = c.longValue("duration_ms");
+        long tickMs = c.longValue("tick_ms", 1000);
+        byte[] value = new byte[c.integer("record_size", 1000)];
+        long[] acknowledged = new long[(int) (durationMs / tickMs) + 1];
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config);
+        try {
+            long start = System.currentTimeMillis();
+            while (System.currentTimeMillis() - start < durationMs) {
+                producer.send(new ProducerRecord<>(c.string("topic"), value), (metadata, error) -> {
+                    long tick = (System.currentTimeMillis() - start) / tickMs;
+                    if (error == null && tick < acknowledged.length) {
+                        synchronized (acknowledged) { acknowledged[(int) tick] += value.length; }
+                    }
+                });
+            }
+        } finally {
+            producer.close(Duration.ZERO);  // what is still buffered is dropped, not waited for
+        }
+        List<Object> ticks = new ArrayList<>();
+        synchronized (acknowledged) { for (long bytes : acknowledged) ticks.add(bytes); }
+        return ticks;
+    }
+
+    /** Read a topic from its beginning as fast as the consumer gets it for `duration_ms`: the record value bytes
+     * received in each `tick_ms` since the start. */
+    private Object consumeFor(Command c) {
+        long durationMs = c.longValue("duration_ms");
+        long tickMs = c.longValue("tick_ms", 1000);
+        long[] received = new long[(int) (durationMs / tickMs) + 1];
+        Properties config = consumerConfig(c);
+        config.putAll(c.settings());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config)) {
+            List<TopicPartition> assignment = partitionsOf(consumer, c.string("topic"),
+                    System.currentTimeMillis() + 20000);
+            consumer.assign(assignment);
+            consumer.seekToBeginning(assignment);
+            long start = System.currentTimeMillis();
+            while (System.currentTimeMillis() - start < durationMs) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
+                    long tick = (System.currentTimeMillis() - start) / tickMs;
+                    if (tick < received.length) received[(int) tick] += r.value() == null ? 0 : r.value().length;
+                }
+            }
+        }
+        List<Object> ticks = new ArrayList<>();
+        for (long bytes : received) ticks.add(bytes);
+        return ticks;
+    }
+
+    private static org.apache.kafka.common.quota.ClientQuotaEntity quotaEntity(Object item) {
+        Map<String, String> entries = new HashMap<>();
+        for (Object pair : (List<?>) item) entries.put((String) ((List<?>) pair).get(0), (String) ((List<?>) pair).get(1));
+        return new org.apache.kafka.common.quota.ClientQuotaEntity(entries);
+    }
+
+    /** Admin.describeClientQuotas: `components` are [entity type, "exact"|"default"|"specified", name]. */
+    private Object describeClientQuotas(Command c) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaFilterComponent> components = new ArrayList<>();
+        for (Object item : c.list("components")) {
+            List<?> parts = (List<?>) item;
+            String type = (String) parts.get(0);
+            switch ((String) parts.get(1)) {
+                case "exact": components.add(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(
+                        type, (String) parts.get(2))); break;
+                case "default": components.add(org.apache.kafka.common.quota.ClientQuotaFilterComponent
+                        .ofDefaultEntity(type)); break;
+                default: components.add(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType(type));
+            }
+        }
+        org.apache.kafka.common.quota.ClientQuotaFilter filter = c.bool("strict", false)
+                ? org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(components)
+                : org.apache.kafka.common.quota.ClientQuotaFilter.contains(components);
+        return withAdmin(c, a -> {
+            List<Object> found = new ArrayList<>();
+            a.describeClientQuotas(filter).entities().get().forEach((entity, values) -> found.add(map(
+                    "entity", new TreeMap<>(entity.entries()), "values", new TreeMap<>(values))));
+            found.sort(Comparator.comparing(Object::toString));
+            return found;
+        });
+    }
+
+    /** Admin.alterClientQuotas: `entries` are {entity: [[type, name], ...], ops: [[key, value or null], ...]};
+     * the outcome of each entry: "ok" or its error's class and message. */
+    private Object alterClientQuotas(Command c) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaAlteration> alterations = new ArrayList<>();
+        for (Object item : c.list("entries")) {
+            Command entry = new Command(item);
+            List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op> ops = new ArrayList<>();
+            for (Object op : entry.list("ops")) {
+                List<?> parts = (List<?>) op;
+                Object value = parts.get(1);
+                ops.add(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op((String) parts.get(0),
+                        value == null ? null : ((Number) value).doubleValue()));
+            }
+            alterations.add(new org.apache.kafka.common.quota.ClientQuotaAlteration(quotaEntity(entry.get("entity")), ops));
+        }
+        org.apache.kafka.clients.admin.AlterClientQuotasOptions options =
+                new org.apache.kafka.clients.admin.AlterClientQuotasOptions().validateOnly(c.bool("validate_only", false));
+        return withAdmin(c, a -> {
+            Map<String, Object> outcomes = new TreeMap<>();
+            a.alterClientQuotas(alterations, options).values().forEach((entity, future) -> {
+                String key = new TreeMap<>(entity.entries()).toString();
+                try {
+                    future.get();
+                    outcomes.put(key, "ok");
+                } catch (Exception e) {
+                    Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+                    outcomes.put(key, cause.getClass().getSimpleName() + ": " + cause.getMessage());
+                }
+            });
+            return outcomes;
+        });
     }
 
     /** Subscribe in a group, read `count` records, commit exactly past them (synchronously) and leave. */

@@ -1,0 +1,357 @@
+"""Client quotas side by side: Apache Kafka 4.4 and trafka started with the same settings, sent the same
+DescribeClientQuotas and AlterClientQuotas requests (valid, refused, every kind of filter) byte for byte and
+through the Java admin client, and the same clients run against both at full speed under a quota.
+
+The rate tests hold a producer (librdkafka and the Java client) to ``producer_byte_rate`` 1 MiB/s and a consumer
+(the same two) to ``consumer_byte_rate`` 1 MiB/s on both brokers at once, and measure what each client got
+through over 20 s, after 4 s in which it reaches its steady pace: a producer within 10 % of its quota, a
+consumer under it (an answer that would take it over is sent empty, so it gets 50 to 90 % of its quota at full
+speed, on Kafka as on trafka). Both brokers run with ``quota.window.num=2``:
+with Kafka's default of 11 windows a client at full speed alternates bursts of 10 windows' worth with holds of
+10 s (on Kafka as on trafka), so that no 20-s measurement is steady; with 2 the bursts are of one window.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.clients import ClientError, JavaDriver
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference import KafkaBroker
+from compat_tests.wire_client import WireClient
+from trafka.wire.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+QUOTA = 1024 * 1024
+WARM_UP_S = 4
+MEASURED_S = 20
+SETTINGS = {"quota.window.num": 2, "num.partitions": 1}
+D = DescribeClientQuotasRequest
+A = AlterClientQuotasRequest
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    root = Path(tmp_path_factory.mktemp("differential-quotas"))
+    kafka = KafkaBroker(root / "kafka", overrides=SETTINGS)
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides=SETTINGS)
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": kafka, "trafka": trafka}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def on_both(brokers, ask: Callable[[WireClient], object]) -> dict[str, object]:
+    observed = {}
+    for name, process in brokers.items():
+        with WireClient(process.bootstrap) as client:
+            observed[name] = ask(client)
+    return observed
+
+
+def _key(pairs) -> list:
+    return sorted(((t, n is None, n or "") for t, n in pairs))
+
+
+def describe(components, strict=False, version=1):
+    def ask(client: WireClient):
+        r = client.request(D(components=[D.ComponentData(entity_type=t, match_type=m, match=s)
+                                         for t, m, s in components], strict=strict), version)
+        entries = None if r.entries is None else sorted(
+            (_key((e.entity_type, e.entity_name) for e in x.entity), sorted((v.key, v.value) for v in x.values))
+             for x in r.entries)
+        return r.error_code, r.error_message, entries
+    return ask
+
+
+def alter(entries, validate_only=False, version=1):
+    def ask(client: WireClient):
+        r = client.request(A(entries=[A.EntryData(entity=[A.EntityData(entity_type=t, entity_name=n) for t, n in e],
+                                                  ops=[A.OpData(key=k, value=v, remove=rm) for k, v, rm in ops])
+                                      for e, ops in entries], validate_only=validate_only), version)
+        return sorted((_key((x.entity_type, x.entity_name) for x in e.entity), e.error_code, e.error_message,
+                       [(x.entity_type, x.entity_name) for x in e.entity]) for e in r.entries)
+    return ask
+
+
+def assert_same(observed):
+    assert observed["trafka"] == observed["kafka"], observed
+
+
+def settled(brokers, ask, expected_on_kafka: Callable[[object], bool]) -> dict[str, object]:
+    """Kafka applies an alteration through its metadata log a moment after answering: ask until it shows."""
+    deadline = time.monotonic() + 10
+    while True:
+        observed = on_both(brokers, ask)
+        if expected_on_kafka(observed["kafka"]) or time.monotonic() > deadline:
+            return observed
+        time.sleep(0.1)
+
+
+SETUP = [
+    ([("user", "alice")], [("producer_byte_rate", 1024.0, False)]),
+    ([("user", None), ("client-id", "c1")], [("consumer_byte_rate", 2048.0, False), ("request_percentage", 12.5, False)]),
+    ([("client-id", None)], [("producer_byte_rate", 100.0, False)]),
+    ([("ip", "10.1.2.3")], [("connection_creation_rate", 5.0, False)]),
+    ([("ip", None)], [("connection_creation_rate", 100000.0, False)]),  # (every test connects from 127.0.0.1)
+    ([("user", "bob"), ("client-id", None)], [("controller_mutation_rate", 0.5, False)]),
+]
+FILTERS = [
+    ([], False), ([], True), ([("user", 0, "alice")], False), ([("user", 0, "nobody")], False),
+    ([("user", 1, None)], False), ([("user", 2, None)], False), ([("user", 2, None)], True),
+    ([("client-id", 1, None)], True), ([("client-id", 2, None)], False), ([("client-id", 0, "c1")], True),
+    ([("user", 2, None), ("client-id", 2, None)], True), ([("ip", 2, None)], False), ([("ip", 1, None)], False),
+    ([("ip", 0, "10.1.2.3")], False),
+    # refused filters
+    ([("client-id", 0, None)], False), ([("client-id", 1, "x")], False), ([("client-id", 2, "x")], False),
+    ([("client-id", 3, None)], False), ([("foo", 0, "x")], False), ([("", 0, "x")], False),
+    ([("user", 0, "x"), ("user", 2, None)], False), ([("ip", 2, None), ("user", 2, None)], False),
+]
+
+
+@pytest.fixture(scope="module")
+def quotas_set(brokers):
+    observed = on_both(brokers, alter(SETUP))
+    assert_same(observed)
+    assert all(code == 0 for _, code, _, _ in observed["kafka"])
+    settled(brokers, describe([]), lambda seen: len(seen[2]) == len(SETUP))
+    yield
+    on_both(brokers, alter([(e, [(k, 0.0, True) for k, _, _ in ops]) for e, ops in SETUP]))
+
+
+@pytest.mark.parametrize(("components", "strict"), FILTERS)
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_side_by_side(brokers, quotas_set, components, strict, version):
+    assert_same(on_both(brokers, describe(components, strict, version)))
+
+
+REFUSED = [
+    ([("user", "x1")], [("producer_byte_rate", 1024.5, False)]),
+    ([("user", "x1")], [("producer_byte_rate", 0.0, False)]),
+    ([("user", "x1")], [("consumer_byte_rate", -5.0, False)]),
+    ([("user", "x1")], [("bogus", 1.0, False)]),
+    ([("user", "x1")], [("connection_creation_rate", 1.0, False)]),
+    ([("ip", "10.9.9.9")], [("producer_byte_rate", 1.0, False)]),
+    ([("ip", "not a host!")], [("connection_creation_rate", 1.0, False)]),
+    ([("ip", "10.9.9.9"), ("user", "x1")], [("connection_creation_rate", 1.0, False)]),
+    ([], [("producer_byte_rate", 1.0, False)]),
+    ([("foo", "x")], [("producer_byte_rate", 1.0, False)]),
+    ([("user", "")], [("producer_byte_rate", 1.0, False)]),
+    ([("client-id", "")], [("producer_byte_rate", 1.0, False)]),
+    ([("user", "x1")], [("producer_byte_rate", 1.0, False), ("producer_byte_rate", 2.0, False)]),
+    ([("user", "x1")], [("producer_byte_rate", 1e30, False)]),
+    ([("ip", "10.9.9.9")], [("connection_creation_rate", 5.5, False)]),
+    ([("ip", "10.9.9.9")], [("connection_creation_rate", 3e9, False)]),
+    ([("client-id", "x"), ("user", None)], [("bogus", 1.0, False)]),
+]
+
+
+@pytest.mark.parametrize("entry", REFUSED, ids=[str(i) for i in range(len(REFUSED))])
+@pytest.mark.parametrize("version", [0, 1])
+def test_refused_alterations_side_by_side(brokers, entry, version):
+    observed = on_both(brokers, alter([entry], version=version))
+    assert_same(observed)
+    assert observed["kafka"][0][1] != 0
+
+
+def test_validate_only_and_removal_side_by_side(brokers):
+    entry = ([("user", "v1"), ("client-id", "app")], [("producer_byte_rate", 4096.0, False)])
+    assert_same(on_both(brokers, alter([entry], validate_only=True)))
+    time.sleep(0.5)
+    assert_same(on_both(brokers, describe([("user", 0, "v1")])))
+    assert_same(on_both(brokers, alter([entry, ([("user", "v2")], [("request_percentage", 0.5, False)])])))
+    assert_same(settled(brokers, describe([("user", 2, None)], strict=False),
+                        lambda seen: len(seen[2]) >= 2))
+    removal = [(e, [(k, 0.0, True) for k, _, _ in ops]) for e, ops in
+               [entry, ([("user", "v2")], [("request_percentage", 0.5, False)]),
+                ([("user", "v3")], [("producer_byte_rate", 1.0, False)])]]
+    assert_same(on_both(brokers, alter(removal)))
+    assert_same(settled(brokers, describe([("user", 0, "v1")]), lambda seen: seen[2] == []))
+
+
+def test_the_same_entity_twice_side_by_side(brokers):
+    twice = [([("user", "d1")], [("producer_byte_rate", 1.0, False)]),
+             ([("user", "d1")], [("producer_byte_rate", 2.0, False)]),
+             ([("user", "d2"), ("user", "d3")], [("producer_byte_rate", 3.0, False)])]
+    assert_same(on_both(brokers, alter(twice)))
+    assert_same(settled(brokers, describe([("user", 2, None)], strict=True),
+                        lambda seen: len([e for e in seen[2] if e[0][0][2] in ("d1", "d3")]) == 2))
+    on_both(brokers, alter([([("user", n)], [("producer_byte_rate", 0.0, True)]) for n in ("d1", "d3")]))
+
+
+def test_java_admin_side_by_side(brokers):
+    entries = [{"entity": [["user", "java-user"], ["client-id", "java-app"]],
+                "ops": [["producer_byte_rate", 65536], ["request_percentage", 25.0]]},
+               {"entity": [["client-id", "java-app"]], "ops": [["consumer_byte_rate", 3.5]]},
+               {"entity": [["ip", "10.7.7.7"]], "ops": [["connection_creation_rate", 3]]}]
+    with JavaDriver() as java:
+        observed = {}
+        for name, process in brokers.items():
+            altered = java.call("alter_client_quotas", bootstrap=process.bootstrap, entries=entries)
+            deadline = time.monotonic() + 10
+            while True:
+                described = java.call("describe_client_quotas", bootstrap=process.bootstrap,
+                                      components=[["user", "exact", "java-user"]])
+                if described or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            strict = java.call("describe_client_quotas", bootstrap=process.bootstrap,
+                               components=[["client-id", "specified"]], strict=True)
+            java.call("alter_client_quotas", bootstrap=process.bootstrap, entries=[
+                {"entity": entries[0]["entity"], "ops": [["producer_byte_rate", None], ["request_percentage", None]]},
+                {"entity": entries[2]["entity"], "ops": [["connection_creation_rate", None]]}])
+            observed[name] = (altered, described, strict)
+    assert_same(observed)
+    altered, described, _ = observed["kafka"]
+    assert "consumer_byte_rate cannot be a fractional value." in altered["{client-id=java-app}"]
+    assert described == [{"entity": {"client-id": "java-app", "user": "java-user"},
+                          "values": {"producer_byte_rate": 65536.0, "request_percentage": 25.0}}]
+
+
+# -- held to the quota -----------------------------------------------------------------------------------------
+
+def _set_quota(brokers, client_id: str, key: str, value: float | None) -> None:
+    op = (key, value or 0.0, value is None)
+    observed = on_both(brokers, alter([([("client-id", client_id)], [op])]))
+    assert all(r[1] == 0 for seen in observed.values() for r in seen), observed
+
+
+def _rate(ticks: list[int]) -> float:
+    return sum(ticks[WARM_UP_S:WARM_UP_S + MEASURED_S]) / MEASURED_S
+
+
+def _confluent_produce_for(bootstrap: str, client_id: str, topic: str, seconds: int) -> list[int]:
+    from confluent_kafka import Producer
+
+    ticks = [0] * (seconds + 1)
+    start = time.monotonic()
+
+    def acknowledged(error, message):
+        tick = int(time.monotonic() - start)
+        if error is None and tick < len(ticks):
+            ticks[tick] += len(message.value())
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                         "batch.size": 16384, "queue.buffering.max.kbytes": 4096})
+    value = b"q" * 1000
+    while time.monotonic() - start < seconds:
+        try:
+            producer.produce(topic, value, on_delivery=acknowledged)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.purge()
+    producer.flush(5)
+    return ticks
+
+
+def _confluent_consume_for(bootstrap: str, client_id: str, topic: str, seconds: int) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": client_id,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    ticks = [0] * (seconds + 1)
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            for message in consumer.consume(num_messages=1000, timeout=0.1):
+                tick = int(time.monotonic() - start)
+                if message.error() is None and tick < len(ticks):
+                    ticks[tick] += len(message.value() or b"")
+    finally:
+        consumer.close()
+    return ticks
+
+
+def _run_all(jobs: dict[str, Callable[[], list[int]]]) -> dict[str, float]:
+    results: dict[str, object] = {}
+
+    def run(name, job):
+        try:
+            results[name] = _rate(job())
+        except (ClientError, AssertionError, OSError, RuntimeError) as exc:  # reported below, beside the others
+            results[name] = exc
+
+    threads = [threading.Thread(target=run, args=item) for item in jobs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failures = {name: r for name, r in results.items() if isinstance(r, Exception)}
+    assert not failures, failures
+    return results  # type: ignore[return-value]
+
+
+def test_producers_held_to_producer_byte_rate(brokers):
+    seconds = WARM_UP_S + MEASURED_S
+    for client in ("rate-librdkafka", "rate-java"):
+        _set_quota(brokers, client, "producer_byte_rate", QUOTA)
+    time.sleep(1)
+    javas = {name: JavaDriver() for name in brokers}
+    try:
+        jobs = {}
+        for name, process in brokers.items():
+            jobs[f"{name} librdkafka"] = (lambda b=process.bootstrap: _confluent_produce_for(
+                b, "rate-librdkafka", "quota-produce-librdkafka", seconds))
+            jobs[f"{name} java"] = (lambda b=process.bootstrap, j=javas[name]: j.call(
+                "produce_for", bootstrap=b, topic="quota-produce-java", duration_ms=seconds * 1000,
+                settings={"client.id": "rate-java", "linger.ms": 5, "buffer.memory": 4 * 1024 * 1024,
+                          "max.block.ms": 60000}, timeout=seconds + 60))
+        rates = _run_all(jobs)
+    finally:
+        for java in javas.values():
+            java.close()
+        for client in ("rate-librdkafka", "rate-java"):
+            _set_quota(brokers, client, "producer_byte_rate", None)
+    print({name: f"{rate / QUOTA:.3f} of the quota" for name, rate in rates.items()})
+    for name, rate in rates.items():
+        assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA, (name, rates)
+
+
+def test_consumers_held_to_consumer_byte_rate(brokers):
+    from confluent_kafka import Producer
+
+    seconds = WARM_UP_S + MEASURED_S
+    topic = "quota-consume"
+    for process in brokers.values():
+        producer = Producer({"bootstrap.servers": process.bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+        for _ in range(40_000):  # 40 MB: more than either consumer can read under its quota
+            while True:
+                try:
+                    producer.produce(topic, b"c" * 1000)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        assert producer.flush(60) == 0
+    for client in ("rate-librdkafka-consumer", "rate-java-consumer"):
+        _set_quota(brokers, client, "consumer_byte_rate", QUOTA)
+    time.sleep(1)
+    javas = {name: JavaDriver() for name in brokers}
+    try:
+        jobs = {}
+        for name, process in brokers.items():
+            jobs[f"{name} librdkafka"] = (lambda b=process.bootstrap: _confluent_consume_for(
+                b, "rate-librdkafka-consumer", topic, seconds))
+            jobs[f"{name} java"] = (lambda b=process.bootstrap, j=javas[name]: j.call(
+                "consume_for", bootstrap=b, topic=topic, duration_ms=seconds * 1000,
+                settings={"client.id": "rate-java-consumer"}, timeout=seconds + 60))
+        rates = _run_all(jobs)
+    finally:
+        for java in javas.values():
+            java.close()
+        for client in ("rate-librdkafka-consumer", "rate-java-consumer"):
+            _set_quota(brokers, client, "consumer_byte_rate", None)
+    print({name: f"{rate / QUOTA:.3f} of the quota" for name, rate in rates.items()})
+    # A consumer is held under its quota, never over it: an answer that would take it over is sent empty with
+    # the throttle time, so a consumer at full speed gets somewhat less than its quota, on Kafka as on trafka.
+    for name, rate in rates.items():
+        assert 0.4 * QUOTA <= rate <= 1.1 * QUOTA, (name, rates)
+    for client in ("librdkafka", "java"):
+        assert abs(rates[f"trafka {client}"] - rates[f"kafka {client}"]) <= 0.25 * QUOTA, rates
