@@ -1,7 +1,8 @@
 """Prometheus metrics, served when ``metrics.port`` (``--metrics-port``) is set, with prometheus_client.
 
 Counted as they happen: requests and their handling time per API, record bytes in (Produce) and out
-(Fetch) per topic, SASL authentications per listener, mechanism and outcome. Read when scraped: the size
+(Fetch) per topic, SASL authentications per listener, mechanism and outcome, authorization denials per API and
+resource type. Read when scraped: the size
 of each partition's log held here, its log end offset and high watermark, the partitions this broker
 leads and how many of them are under-replicated (ISR smaller than the replica set, as Kafka's
 UnderReplicatedPartitions), the open connections, and the consumer groups by state with their members.
@@ -43,6 +44,9 @@ class Metrics:
         self._authentications = Counter(
             "trafka_authentications", "SASL authentications, by listener, mechanism and outcome.",
             ["listener", "mechanism", "outcome"], registry=self.registry)
+        self._denials = Counter(
+            "trafka_authorization_denials", "Operations the authorizer denied, by API and resource type.",
+            ["api", "resource_type"], registry=self.registry)
         self.registry.register(_StateCollector(topics, groups, connections))
         self._server = None
 
@@ -64,6 +68,9 @@ class Metrics:
 
     def authentication(self, listener: str, mechanism: str | None, *, succeeded: bool) -> None:
         self._authentications.labels(listener, mechanism or "", "succeeded" if succeeded else "failed").inc()
+
+    def authorization_denied(self, api: str, resource_type: str) -> None:
+        self._denials.labels(api, resource_type).inc()
 
     def bytes_in(self, topic: str, size: int) -> None:
         self._bytes_in.labels(topic).inc(size)

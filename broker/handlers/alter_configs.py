@@ -17,13 +17,17 @@ Which settings may change, and how their values are checked, is the catalog's (`
 Other resource types are INVALID_REQUEST.
 
 Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
+With an authorizer, a resource needs ALTER_CONFIGS: on the cluster for brokers (CLUSTER_AUTHORIZATION_FAILED),
+on the topic or group otherwise (TOPIC_ or GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from trafka.broker.handlers.describe_configs import config_refusal
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.broker.topics import validate_topic_name
 from trafka.storage.config import check_broker_log_property
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS, ResourceType, resource_type_name
@@ -45,6 +49,9 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
         try:
             if counts[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refusal = config_refusal(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+            if refusal is not None:
+                raise refusal
             check_resource(
                 ctx,
                 resource.resource_type,

@@ -11,10 +11,12 @@ controller reassigns; another broker answers NOT_CONTROLLER at the top level, wh
 client ask the controller. A single node can only be asked to keep its partitions where they are.
 
 Version notes: flexible from v0; v1 added ``allow_replication_factor_change``.
+With an authorizer, ALTER on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 from trafka.wire.protocol import ApiKey
@@ -28,6 +30,14 @@ async def handle_alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     allow_new_size = ctx.api_version < 1 or request.allow_replication_factor_change
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        message = "Request ALTER_PARTITION_REASSIGNMENTS needs ALTER permission."
+        return AlterPartitionReassignmentsResponse(error_code=refusal, error_message=message, responses=[
+            TopicResponse(name=topic.name, partitions=[
+                PartitionResponse(partition_index=p.partition_index, error_code=refusal, error_message=message)
+                for p in topic.partitions])
+            for topic in request.topics])
     changes: dict[tuple[str, int], list[int] | None] = {}
     refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
     for topic in request.topics:

@@ -8,10 +8,13 @@ UNACCEPTABLE_CREDENTIAL, an unknown mechanism UNSUPPORTED_SASL_MECHANISM, iterat
 accepted changes are written together before the answer (to the data directory of a single node, to
 ZooKeeper's ``/config/users`` in a cluster, where every broker follows them), and a user authenticates
 with a new credential at once.
+With an authorizer, ALTER on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED for every user).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
+from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from trafka.wire.protocol import ApiKey
 
@@ -22,6 +25,12 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 async def handle_alter_user_scram_credentials(
     ctx: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            Result(user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message="Request ALTER_USER_SCRAM_CREDENTIALS needs ALTER permission.")
+            for user in users])
     from trafka.broker.security.credentials import Deletion, Upsertion
 
     deletions = [Deletion(d.name, d.mechanism) for d in request.deletions]

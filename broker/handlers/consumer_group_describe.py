@@ -9,13 +9,15 @@ not led here NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while it loads; COORD
 while the broker stops. v1 adds each member's type: 1 for a member of the consumer protocol, 0
 for a member that uses the classic protocol (JoinGroup/SyncGroup) inside the consumer group, after an
 online upgrade or because a classic consumer joined it. Authorized operations are not computed.
+With an authorizer, a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (first in the answer,
+as Kafka orders it); the authorized operations asked for come from the ACLs.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trafka.broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from trafka.wire.protocol import ApiKey
@@ -49,10 +51,14 @@ async def handle_consumer_group_describe(
                 )
         return DescribedAssignment(topic_partitions=described)
 
-    # Without an authorizer every operation is allowed: reported when asked for.
-    operations = operations_bitfield(GROUP_OPERATIONS) if request.include_authorized_operations else -(2**31)
-    groups = []
+    operations = request.include_authorized_operations
+    groups = [Described(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+              for group_id in request.group_ids
+              if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.GROUP, group_id)]
+    refused = {result.group_id for result in groups}
     for group_id in request.group_ids:
+        if group_id in refused:
+            continue
         if not group_id:
             groups.append(Described(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID))
             continue
@@ -84,7 +90,8 @@ async def handle_consumer_group_describe(
                     )
                     for m in group.members.values()
                 ],
-                authorized_operations=operations,
+                authorized_operations=ctx.authorized_operations(AclResourceType.GROUP, group_id) if operations
+                else -(2**31),
             )
         )
     return ConsumerGroupDescribeResponse(groups=groups)

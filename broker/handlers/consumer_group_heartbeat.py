@@ -18,11 +18,14 @@ members),
 UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, NOT_COORDINATOR (the group's ``__consumer_offsets``
 partition is not led here), COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE while
 the broker stops or when what the heartbeat wrote is not replicated within offsets.commit.timeout.ms.
+With an authorizer, the group needs READ (GROUP_AUTHORIZATION_FAILED) and every subscribed topic named
+DESCRIBE (TOPIC_AUTHORIZATION_FAILED otherwise).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.join_group import _host
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from trafka.wire.protocol import ApiKey
@@ -35,6 +38,14 @@ Assignment = ConsumerGroupHeartbeatResponse.Assignment
 async def handle_consumer_group_heartbeat(
     ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0,
+                                              heartbeat_interval_ms=0)
+    subscribed = set(request.subscribed_topic_names or ())
+    if subscribed and len(ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, subscribed)) < len(
+            subscribed):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_epoch=0,
+                                              heartbeat_interval_ms=0)
     owned = None
     if request.topic_partitions is not None:
         owned = {}

@@ -17,6 +17,8 @@ carries.
 ``validate_only`` checks everything and changes nothing.
 
 Version notes: v2 is the first flexible version; v3 changed only quota behaviour.
+With an authorizer, a topic needs DESCRIBE and ALTER (TOPIC_AUTHORIZATION_FAILED, said before whether it
+exists).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from collections import Counter
 
 from trafka.broker.handlers.create_topics import check_replica_assignment
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from trafka.wire.protocol import ApiKey
@@ -53,6 +56,12 @@ async def handle_create_partitions(
                 reported_duplicates.add(wanted.name)
                 results.append(TopicResult(name=wanted.name, error_code=ErrorCode.INVALID_REQUEST,
                                            error_message="Duplicate topic name."))
+            continue
+        if ctx.broker.authorizer is not None and not (
+                ctx.authorize(AclOperation.DESCRIBE, AclResourceType.TOPIC, wanted.name, log_if_denied=False)
+                and ctx.authorize(AclOperation.ALTER, AclResourceType.TOPIC, wanted.name)):
+            results.append(TopicResult(name=wanted.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       error_message=None))
             continue
         try:
             await _create_partitions(ctx, wanted, request.validate_only)

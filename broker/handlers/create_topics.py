@@ -29,6 +29,9 @@ perform excessively large batch operation."). Either way nothing is created, val
 Version notes: v1+ has error messages; v4+ lets counts be -1 (the defaults); v5 is the first flexible
 version and returns the new topic's partition count, replication factor and every config with its
 value and source; v7 returns the topic id.
+With an authorizer, a topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED, answered
+after the others); a created topic's configs are given only with DESCRIBE_CONFIGS on it (otherwise its
+``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from collections import Counter
 
 from trafka.broker.handlers.describe_configs import broker_layers, creation_config_source, topic_config_values
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.topics import Topic, validate_topic_name
 from trafka.storage.config import LogConfig
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -60,9 +64,15 @@ TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    unauthorized: list[str] = []
+    if ctx.broker.authorizer is not None and not ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False):
+        names = [name for name, count in counts.items() if count == 1 and name != CLUSTER_METADATA_TOPIC]
+        allowed = ctx.authorized_names(AclOperation.CREATE, AclResourceType.TOPIC, names)
+        unauthorized = [name for name in names if name not in allowed]
+        request.topics = [topic for topic in request.topics if topic.name not in unauthorized]
     budget = ctx.broker.config.controller_max_records_per_batch
     if _requested_partitions(request, counts, ctx.broker.config.num_partitions) > budget:
-        return _refused(request, TOO_MANY_PARTITIONS)
+        return _refused(request, TOO_MANY_PARTITIONS, unauthorized)
     # Every topic is checked before any is created: what the creations would record (each topic, its
     # partitions and its configs, as Kafka's controller counts them) must fit in one batch.
     results: list[TopicResult] = []
@@ -83,21 +93,34 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
         results.append(result)
     records = sum(1 + results[index].num_partitions + len(wanted.configs) for index, wanted in valid.items())
     if records > budget:
-        return _refused(request, TOO_LARGE_BATCH)
+        return _refused(request, TOO_LARGE_BATCH, unauthorized)
     if not request.validate_only:
         for index, wanted in valid.items():
             try:
                 results[index] = await _create(ctx, wanted, validate_only=False)
             except KafkaError as exc:
                 results[index] = _error(wanted.name, exc.code, exc.message or None)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    if ctx.broker.authorizer is not None:
+        describable = ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC,
+                                           (result.name for result in results), log_if_denied=False)
+        for result in results:
+            if result.error_code == ErrorCode.NONE and result.name not in describable:
+                result.configs = []
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results + _unauthorized(unauthorized))
 
 
-def _refused(request: CreateTopicsRequest, message: str) -> CreateTopicsResponse:
+def _refused(request: CreateTopicsRequest, message: str, unauthorized: list[str]) -> CreateTopicsResponse:
     """The whole request refused: POLICY_VIOLATION for each of its topics, as Kafka answers it."""
     return CreateTopicsResponse(
-        throttle_time_ms=0, topics=[_error(topic.name, ErrorCode.POLICY_VIOLATION, message) for topic in request.topics]
+        throttle_time_ms=0, topics=[_error(topic.name, ErrorCode.POLICY_VIOLATION, message)
+                                    for topic in request.topics] + _unauthorized(unauthorized)
     )
+
+
+def _unauthorized(names: list[str]) -> list[TopicResult]:
+    """The topics the principal may not create, answered after the others, as Kafka answers them."""
+    return [_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.") for name in names]
 
 
 def _requested_partitions(request: CreateTopicsRequest, counts: Counter[str], default_partitions: int) -> int:

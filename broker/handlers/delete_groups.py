@@ -5,10 +5,12 @@ Each group gets its own result: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (it st
 INVALID_GROUP_ID (a null group id), NOT_COORDINATOR (its ``__consumer_offsets`` partition is not led
 here), COORDINATOR_LOAD_IN_PROGRESS while that partition loads, or COORDINATOR_NOT_AVAILABLE (the broker
 stops, or the tombstones are not replicated within offsets.commit.timeout.ms).
+With an authorizer, a group needs DELETE (GROUP_AUTHORIZATION_FAILED, listed after the others, as Kafka does).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from trafka.wire.protocol import ApiKey
@@ -19,10 +21,13 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.broker.group_coordinator()
-    results = []
-    for group_id in request.groups_names:
+    results, refused = [], []
+    for group_id in dict.fromkeys(request.groups_names):
         if group_id is None:
             results.append(Result(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID))
+            continue
+        if not ctx.authorize(AclOperation.DELETE, AclResourceType.GROUP, group_id):
+            refused.append(Result(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         try:
             coordinator.delete_group(group_id)
@@ -32,4 +37,4 @@ async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest
         except KafkaError as exc:
             code = exc.code
         results.append(Result(group_id=group_id, error_code=code))
-    return DeleteGroupsResponse(results=results)
+    return DeleteGroupsResponse(results=results + refused)

@@ -12,12 +12,14 @@ POLICY_VIOLATION; an offset below -1 or beyond the high watermark OFFSET_OUT_OF_
 or below the current log start offset changes nothing. Errors carry low watermark -1.
 
 Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
+With an authorizer, a topic needs DELETE (TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
 import logging
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.partition import Partition
 from trafka.broker.topics import INTERNAL_TOPICS
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -37,12 +39,15 @@ INVALID_LOW_WATERMARK = -1
 async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = ctx.broker.topics
     results = []
+    authorized = ctx.authorized_names(AclOperation.DELETE, AclResourceType.TOPIC, (t.name for t in request.topics))
     for wanted in request.topics:
         partitions = []
         for wanted_partition in wanted.partitions:
             index = wanted_partition.partition_index
             partition = topics.partition(wanted.name, index)
             try:
+                if wanted.name not in authorized:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if partition is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if not partition.is_leader:  # followers take the new log start from their leader

@@ -16,6 +16,9 @@ Kafka's command-line tool refuses to.
 
 Version notes: v5 added error messages; v6 added topic ids (a response names the topic when it is
 known, and carries its id).
+With an authorizer and without DELETE on the cluster, a topic needs DESCRIBE and DELETE
+(TOPIC_AUTHORIZATION_FAILED, said before whether it exists; a topic given by id that the principal may not
+describe is answered without its name).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import uuid
 from collections import Counter
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from trafka.wire.protocol import ApiKey
@@ -32,6 +36,7 @@ TopicResult = DeleteTopicsResponse.DeletableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
 
 
 @handles(ApiKey.DELETE_TOPICS, 1, 6)
@@ -56,6 +61,20 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]
     reported: set[str | uuid.UUID] = set()
     # Topics that pass every check, by id, with the name the result reports.
     to_delete: dict[uuid.UUID, str | None] = {}
+    authorizing = ctx.broker.authorizer is not None and not ctx.authorize_cluster(AclOperation.DELETE,
+                                                                                  log_if_denied=False)
+
+    def refused(name: str, topic_id: uuid.UUID, *, by_id: bool) -> TopicResult | None:
+        """TOPIC_AUTHORIZATION_FAILED unless the principal may describe and delete the topic (the name is not
+        disclosed to one that may not describe a topic given by id)."""
+        if not authorizing:
+            return None
+        if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.TOPIC, name, log_if_denied=False):
+            return _result(None if by_id else name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           TOPIC_AUTHORIZATION_FAILED_MESSAGE)
+        if not ctx.authorize(AclOperation.DELETE, AclResourceType.TOPIC, name):
+            return _result(name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE)
+        return None
     for name, topic_id in wanted:
         if name is None and topic_id == ZERO_UUID:
             results.append(
@@ -70,6 +89,10 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]
                 if name not in reported:
                     reported.add(name)
                     results.append(_result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                continue
+            refusal = refused(name, ZERO_UUID, by_id=False)
+            if refusal is not None:
+                results.append(refusal)
                 continue
             topic = topics.get(name)
             if topic is None:
@@ -96,6 +119,8 @@ async def _delete(ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID]
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE))
             elif name_counts[topic.name] == 1:
                 continue  # also named in the request: the result for the name reports the conflict
+            elif (refusal := refused(topic.name, topic_id, by_id=True)) is not None:
+                results.append(refusal)
             else:
                 to_delete[topic_id] = topic.name
     for topic_id, name in to_delete.items():

@@ -5,8 +5,8 @@ cluster: it lists itself and names itself as the controller, as a KRaft broker n
 
 The request says which endpoints it wants (v1+): brokers (1) are served here; controllers (2) get
 MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0,
-which predates those errors). Without an authorizer every operation is allowed, so the cluster's
-authorized operations, when asked for, are all the operations a cluster supports.
+which predates those errors). The cluster's authorized operations, when asked for, come from the ACLs (0 for a
+principal that may not describe the cluster); without an authorizer they are every operation a cluster supports.
 
 Version notes: the API is flexible from v0; v1 added the endpoint type; v2 added the option to list
 fenced brokers and each broker's fenced flag.
@@ -16,6 +16,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import CLUSTER_NAME, AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import DescribeClusterRequest, DescribeClusterResponse
 from trafka.wire.protocol import ApiKey
@@ -29,46 +30,6 @@ class EndpointType(IntEnum):
     UNKNOWN = 0
     BROKER = 1
     CONTROLLER = 2
-
-
-class AclOperation(IntEnum):
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-def operations_bitfield(operations: frozenset[AclOperation]) -> int:
-    """Authorized operations as the protocol carries them: bit n set for the operation with code n."""
-    bits = 0
-    for operation in operations:
-        bits |= 1 << operation
-    return bits
-
-
-CLUSTER_OPERATIONS = frozenset({
-    AclOperation.CREATE,
-    AclOperation.CLUSTER_ACTION,
-    AclOperation.DESCRIBE_CONFIGS,
-    AclOperation.ALTER_CONFIGS,
-    AclOperation.IDEMPOTENT_WRITE,
-    AclOperation.ALTER,
-    AclOperation.DESCRIBE,
-})
-#: What may be done to a group (DescribeGroups and ConsumerGroupDescribe report it when asked).
-GROUP_OPERATIONS = frozenset({
-    AclOperation.READ,
-    AclOperation.DELETE,
-    AclOperation.DESCRIBE,
-    AclOperation.DESCRIBE_CONFIGS,
-    AclOperation.ALTER_CONFIGS,
-})
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
@@ -89,6 +50,10 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
             error_message=message,
             brokers=[],
         )
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if request.include_cluster_authorized_operations:
+        operations = (ctx.authorized_operations(AclResourceType.CLUSTER, CLUSTER_NAME)
+                      if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
@@ -98,7 +63,5 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         controller_id=broker.topics.controller_id,
         brokers=[BrokerResult(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)
                  for node_id, (host, port, rack) in broker.topics.live_brokers(ctx.listener).items()],
-        cluster_authorized_operations=operations_bitfield(CLUSTER_OPERATIONS)
-        if request.include_cluster_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations,
     )

@@ -34,6 +34,9 @@ What is described comes from the catalog of configuration definitions (``trafka.
 each config's type, default, broker synonyms, whether it is read-only, and its documentation. A broker
 setting the catalog does not list is reported as given, read-only, of type UNKNOWN. The layers of broker
 properties and the sources they give are shared with CreateTopics.
+With an authorizer, a resource needs DESCRIBE_CONFIGS: on the cluster for brokers (CLUSTER_AUTHORIZATION_FAILED),
+on the topic or group otherwise (TOPIC_ or GROUP_AUTHORIZATION_FAILED); refused resources come after the
+others, as Kafka answers them.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from trafka.broker.config import BrokerConfig
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import CLUSTER_NAME, AclOperation, AclResourceType
 from trafka.broker.topics import validate_topic_name
 from trafka.storage.config import LogConfig
 from trafka.storage.config_defs import (
@@ -343,8 +347,14 @@ def _describe_dynamic_defaults(
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    results = []
+    results, refused = [], []
     for resource in request.resources:
+        refusal = config_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if refusal is not None:
+            refused.append(Result(error_code=refusal.code, error_message=refusal.message,
+                                  resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                  configs=[]))
+            continue
         try:
             configs = _describe(ctx.broker, resource, request.include_synonyms, request.include_documentation)
         except KafkaError as exc:
@@ -364,13 +374,42 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
         results.append(
             Result(
                 error_code=ErrorCode.NONE,
-                error_message=None,
+                error_message="",  # as Kafka answers, not null
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
                 configs=configs,
             )
         )
-    return DescribeConfigsResponse(results=results)
+    return DescribeConfigsResponse(results=results + refused)
+
+
+#: Who guards a config resource of each type, and the code of a refusal.
+_CONFIG_RESOURCE_GUARDS = {
+    ResourceType.BROKER: (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ResourceType.BROKER_LOGGER: (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ResourceType.CLIENT_METRICS: (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ResourceType.TOPIC: (AclResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ResourceType.GROUP: (AclResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+}
+_REFUSAL_MESSAGES = {
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+}
+
+
+def config_refusal(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> KafkaError | None:
+    """The refusal of ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource, as Kafka's config
+    APIs answer it: brokers' (and loggers', client metrics') configs are the cluster's, topics' and groups' their
+    own. None when allowed, or for a resource type the handler refuses itself."""
+    if ctx.broker.authorizer is None or resource_type not in _CONFIG_RESOURCE_GUARDS:
+        return None
+    guard, code = _CONFIG_RESOURCE_GUARDS[ResourceType(resource_type)]
+    if ctx.authorize(operation, guard, CLUSTER_NAME if guard == AclResourceType.CLUSTER else name):
+        return None
+    if operation == AclOperation.ALTER_CONFIGS and guard == AclResourceType.CLUSTER:
+        return KafkaError(code)  # Kafka's broker answers this refusal without a message
+    return KafkaError(code, _REFUSAL_MESSAGES[code])
 
 
 def _describe(

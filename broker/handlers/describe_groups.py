@@ -8,11 +8,13 @@ the broker stops. v4 adds each member's group.instance.id;
 authorized operations (v3+), when asked for, are every operation a group supports: there is no authorizer. A consumer group of the KIP-848 protocol — also one
 whose members use the classic protocol, after an online upgrade — is reported like an unknown group, as
 Kafka does ("not a classic group"): ConsumerGroupDescribe describes it.
+With an authorizer, a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED (such groups come
+first in the answer, as Kafka orders it); the authorized operations asked for (v3+) come from the ACLs.
 """
 from __future__ import annotations
 
-from trafka.broker.handlers.describe_cluster import GROUP_OPERATIONS, operations_bitfield
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from trafka.wire.protocol import ApiKey
@@ -30,11 +32,13 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     from trafka.broker.groups.classic import ClassicGroup  # loaded with the coordinator (Broker.group_coordinator)
     from trafka.broker.groups.state import ClassicGroupState
 
-    operations = (
-        operations_bitfield(GROUP_OPERATIONS) if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    )
-    described = []
+    operations = request.include_authorized_operations and ctx.api_version >= 3
+    described = [_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED) for group_id in request.groups
+                 if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.GROUP, group_id)]
+    refused = {result.group_id for result in described}
     for group_id in request.groups:
+        if group_id in refused:
+            continue
         error = coordinator.group_error(group_id)
         if error is not ErrorCode.NONE:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...NOT_AVAILABLE
             described.append(_error(group_id, error))
@@ -68,7 +72,8 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
                     )
                     for m in group.members.values()
                 ],
-                authorized_operations=operations,
+                authorized_operations=ctx.authorized_operations(AclResourceType.GROUP, group_id) if operations
+                else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
     return DescribeGroupsResponse(groups=described)

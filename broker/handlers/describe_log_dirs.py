@@ -16,6 +16,7 @@ client may describe the cluster, so the top-level error is always NONE.
 Version notes: v2 is the first flexible version; v3 added the top-level error code; v4 added the
 volume's total and usable bytes (from ``os.statvfs`` of the log directory; -1 if it cannot be read);
 v5 added ``is_cordoned``, always false here.
+With an authorizer, DESCRIBE on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED, with no directories).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.broker.partition import Partition
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -75,6 +77,9 @@ def _partitions(ctx: RequestContext, request: DescribeLogDirsRequest) -> dict[st
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       results=[])
     log_dir = os.path.abspath(ctx.broker.config.data_dir)
     topics = [
         TopicResult(

@@ -11,10 +11,12 @@ admin client asks the leader unless told which broker to ask). A partition of an
 replica here is NOT_LEADER_OR_FOLLOWER; an unknown partition UNKNOWN_TOPIC_OR_PARTITION; every
 partition of an unknown topic UNKNOWN_TOPIC_OR_PARTITION, and of a topic name Kafka would refuse
 INVALID_TOPIC_EXCEPTION, each with Kafka's message.
+With an authorizer, a topic needs READ (TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.partition import Partition
 from trafka.broker.topics import validate_topic_name
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -38,6 +40,8 @@ async def handle_describe_producers(ctx: RequestContext,
             validate_topic_name(wanted.name)
         except KafkaError as exc:
             error = exc
+        if error is None and not ctx.authorize(AclOperation.READ, AclResourceType.TOPIC, wanted.name):
+            error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
         topic = ctx.broker.topics.get(wanted.name) if error is None else None
         if error is None and topic is None:
             error = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)

@@ -12,15 +12,19 @@ topics never reports errors. A cursor whose topic is missing from a non-empty to
 partition is negative, makes the whole request fail with INVALID_REQUEST, as in Kafka.
 
 This node leads every partition and is its only replica; there are no eligible leader replicas
-(ELR) to report. Without an authorizer every topic operation is authorized.
+(ELR) to report.
+
+With an authorizer, listing all topics shows only those the principal may DESCRIBE; a named topic it may not
+describe comes back TOPIC_AUTHORIZATION_FAILED, after the others, whether or not it exists. Each topic's
+authorized operations come from the ACLs (without an authorizer, every operation a topic supports).
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
 
-from trafka.broker.handlers.describe_cluster import AclOperation, operations_bitfield
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.topics import INTERNAL_TOPICS, Topic, validate_topic_name
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
@@ -32,16 +36,7 @@ Cursor = DescribeTopicPartitionsResponse.Cursor
 
 ZERO_UUID = uuid.UUID(int=0)
 
-TOPIC_OPERATIONS = operations_bitfield(frozenset({
-    AclOperation.READ,
-    AclOperation.WRITE,
-    AclOperation.CREATE,
-    AclOperation.DESCRIBE,
-    AclOperation.DELETE,
-    AclOperation.ALTER,
-    AclOperation.DESCRIBE_CONFIGS,
-    AclOperation.ALTER_CONFIGS,
-}))
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
@@ -81,6 +76,12 @@ def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> D
             "DescribeTopicPartitionsRequest cursor partition must be valid: "
             f"Cursor(topicName='{cursor.topic_name}', partitionIndex={cursor.partition_index})",
         )
+    refused: list[TopicResult] = []
+    if ctx.broker.authorizer is not None:
+        allowed = ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, names, log_if_denied=not list_all)
+        if not list_all:
+            refused = [_refused(name) for name in sorted(names - allowed)]
+        names = allowed
     remaining = max(min(_partition_size_limit(ctx), request.response_partition_limit), 1)
     results: list[TopicResult] = []
     next_cursor: Cursor | None = None
@@ -92,23 +93,23 @@ def _describe(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> D
         topic = topics.get(name)
         if topic is None:
             if not list_all:
-                results.append(_missing(name))
+                results.append(_missing(ctx, name))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(len(topic.partitions), start + remaining)
-        results.append(_topic_result(topic, start, end, live))
+        results.append(_topic_result(ctx, topic, start, end, live))
         if end < len(topic.partitions):
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
         remaining -= max(end - start, 0)
-    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=results, next_cursor=next_cursor)
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=results + refused, next_cursor=next_cursor)
 
 
 def _partition_size_limit(ctx: RequestContext) -> int:
     return ctx.broker.config.max_request_partition_size_limit
 
 
-def _topic_result(topic: Topic, start: int, end: int, live: Collection[int]) -> TopicResult:
+def _topic_result(ctx: RequestContext, topic: Topic, start: int, end: int, live: Collection[int]) -> TopicResult:
     return TopicResult(
         error_code=ErrorCode.NONE,
         name=topic.name,
@@ -120,11 +121,16 @@ def _topic_result(topic: Topic, start: int, end: int, live: Collection[int]) -> 
             )
             for partition in topic.partitions[start:end]
         ],
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=ctx.authorized_operations(AclResourceType.TOPIC, topic.name),
     )
 
 
-def _missing(name: str) -> TopicResult:
+def _refused(name: str) -> TopicResult:
+    return TopicResult(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                       is_internal=False, partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _missing(ctx: RequestContext, name: str) -> TopicResult:
     try:
         validate_topic_name(name)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -136,5 +142,5 @@ def _missing(name: str) -> TopicResult:
         topic_id=ZERO_UUID,
         is_internal=name in INTERNAL_TOPICS,
         partitions=[],
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=ctx.authorized_operations(AclResourceType.TOPIC, name),
     )

@@ -4,10 +4,12 @@ The SCRAM mechanisms and iteration counts of users' credentials (never the crede
 every user with one when no user is named; otherwise each user named, RESOURCE_NOT_FOUND for one without
 credentials and DUPLICATE_RESOURCE for one named twice, with Kafka's messages
 (``trafka.broker.security.credentials``).
+With an authorizer, DESCRIBE on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from trafka.wire.protocol import ApiKey
@@ -20,6 +22,14 @@ Info = DescribeUserScramCredentialsResponse.CredentialInfo
 async def handle_describe_user_scram_credentials(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        # As Kafka answers: the error at the top and once per user asked for, without the user's name (Kafka
+        # fails to answer at all when no user is named; trafka gives the top-level error alone).
+        refusal, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=refusal, error_message=message,
+            results=[Result(user="", error_code=refusal, error_message=message, credential_infos=[])
+                     for _ in request.users or ()])
     users = None if request.users is None else [user.name for user in request.users]
     described = ctx.broker.scram_credentials().describe(users)
     return DescribeUserScramCredentialsResponse(

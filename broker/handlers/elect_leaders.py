@@ -12,12 +12,14 @@ NOT_CONTROLLER, which makes the admin client ask the controller. A single node l
 with its only replica: there is nothing to elect.
 
 Version notes: v1 added the election type and the top-level error code; v2 is flexible.
+With an authorizer, ALTER on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED, for every partition too).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ElectLeadersRequest, ElectLeadersResponse
 from trafka.wire.protocol import ApiKey
@@ -32,6 +34,15 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
     wanted = None if request.topic_partitions is None else [
         (topic.topic, index) for topic in request.topic_partitions for index in topic.partitions]
     unclean = ctx.api_version >= 1 and request.election_type == UNCLEAN
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        message = "Request ELECT_LEADERS needs ALTER permission."
+        by_topic_refused: dict[str, list[PartitionResult]] = defaultdict(list)
+        for topic, index in wanted or ():
+            by_topic_refused[topic].append(PartitionResult(partition_id=index, error_code=refusal,
+                                                           error_message=message))
+        return ElectLeadersResponse(error_code=refusal, replica_election_results=[
+            Result(topic=topic, partition_result=results) for topic, results in by_topic_refused.items()])
     try:
         outcomes = await ctx.broker.topics.elect_leaders(wanted, unclean=unclean)
     except KafkaError as exc:  # NOT_CONTROLLER

@@ -26,6 +26,10 @@ full fetch requests, and an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
 A consumer with a ``consumer_byte_rate`` quota gets at most its quota over the quota windows but one in a
 response, and when a response would put it over its quota, it gets an empty one with the throttle time
 instead, its bytes not counted, as Kafka answers.
+
+Authorization (with an authorizer): a consumer needs READ on each topic (TOPIC_AUTHORIZATION_FAILED for the
+topic's partitions otherwise, said before whether the topic exists); a follower needs CLUSTER_ACTION on the
+cluster, or every partition is TOPIC_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ import trio
 
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.broker.partition import DataWaiter, Partition
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import FetchRequest, FetchResponse
 from trafka.wire.protocol import ApiKey
@@ -49,13 +54,13 @@ NO_SESSION = 0
 async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if request.session_id != NO_SESSION:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=NO_SESSION, responses=[])
-    targets = _resolve(ctx, request)
+    replica_id = replica_id_of(request, ctx.api_version)
+    targets = _resolve(ctx, request, replica_id)
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
     if ctx.broker.client_quotas.fetch.enabled:  # no more than the consumer's quota allows in its windows
         max_bytes = min(max_bytes, ctx.broker.client_quotas.fetch_max_bytes(getattr(ctx.session, "principal", None),
                                                                           ctx.header.client_id) or max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
-    replica_id = replica_id_of(request, ctx.api_version)
     responses, available = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
         partitions = [p for _, _, p in _flatten(targets) if p is not None]
@@ -94,11 +99,17 @@ def _count_bytes_out(metrics, targets: list[Target], responses: list[TopicRespon
 Target = tuple[FetchRequest.FetchTopic, list[tuple[FetchRequest.FetchPartition, Partition | None]], ErrorCode]
 
 
-def _resolve(ctx: RequestContext, request: FetchRequest) -> list[Target]:
+def _resolve(ctx: RequestContext, request: FetchRequest, replica_id: int) -> list[Target]:
     topics = ctx.broker.topics
     targets: list[Target] = []
+    authorizing = ctx.broker.authorizer is not None
+    follower_allowed = replica_id < 0 or not authorizing or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     for wanted in request.topics:
         topic, missing = topics.lookup(wanted.topic, wanted.topic_id, by_id=ctx.api_version >= 13)
+        if authorizing and (topic is not None or missing != ErrorCode.UNKNOWN_TOPIC_ID) and (
+                not follower_allowed if replica_id >= 0 else not ctx.authorize(
+                    AclOperation.READ, AclResourceType.TOPIC, topic.name if topic is not None else wanted.topic)):
+            topic, missing = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         partitions = []
         for wanted_partition in wanted.partitions:
             index = wanted_partition.partition

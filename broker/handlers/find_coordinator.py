@@ -10,10 +10,13 @@ is sent. Versions 0-3 look up one key; from v4 a request carries a batch of keys
 gets its own result. A transactional id's coordinator is, in the same way, the leader of its partition
 of ``__transaction_state`` (created by the first lookup, as in Kafka; an empty id is INVALID_REQUEST).
 Share group keys (type 2) get INVALID_REQUEST, as from a Kafka without a share coordinator.
+With an authorizer, a group's key needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and a transactional
+id's DESCRIBE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before anything is created.
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from trafka.wire.protocol import ApiKey
@@ -33,11 +36,10 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         )
     coordinators = []
     for key in request.coordinator_keys:
-        error, message, (node_id, host, port) = await _coordinator(ctx, request.key_type, key)
-        coordinators.append(
-            FindCoordinatorResponse.Coordinator(
-                key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message
-            )
+        error, _message, (node_id, host, port) = await _coordinator(ctx, request.key_type, key)
+        coordinators.append(  # Kafka gives no message per key: the empty string
+            FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error,
+                                                error_message="")
         )
     return FindCoordinatorResponse(coordinators=coordinators)
 
@@ -46,6 +48,11 @@ async def _coordinator(
     ctx: RequestContext, key_type: int, key: str
 ) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     broker = ctx.broker
+    if key_type == GROUP_KEY_TYPE and not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", NO_NODE
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.authorize(
+            AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.", NO_NODE
     if key_type == GROUP_KEY_TYPE:
         coordinator = broker.group_coordinator()
         try:

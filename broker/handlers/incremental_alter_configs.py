@@ -18,6 +18,8 @@ The request-level checks are AlterConfigs' (see broker.handlers.alter_configs), 
 needs no value. An unknown operation is INVALID_REQUEST.
 
 Version notes: v1 is the first flexible version.
+With an authorizer, a resource needs ALTER_CONFIGS: on the cluster for brokers (CLUSTER_AUTHORIZATION_FAILED),
+on the topic or group otherwise (TOPIC_ or GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
 from trafka.broker.handlers.alter_configs import check_broker_configs, check_resource
+from trafka.broker.handlers.describe_configs import config_refusal
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.storage.config import LogConfig
 from trafka.storage.config_defs import TOPIC_CONFIG_DEFS, ConfigType, ResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -54,6 +58,9 @@ async def handle_incremental_alter_configs(
         try:
             if counts[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refusal = config_refusal(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+            if refusal is not None:
+                raise refusal
             check_resource(
                 ctx,
                 resource.resource_type,

@@ -18,10 +18,12 @@ to a consumer group with members makes the consumer a member that uses the class
 generation, no leader (the coordinator assigns) and the member's first protocol; a protocol type other
 than ``consumer``, or protocols the group's classic members do not all support, get
 INCONSISTENT_GROUP_PROTOCOL; a full group (group.consumer.max.size) GROUP_MAX_SIZE_REACHED.
+With an authorizer, the group needs READ (GROUP_AUTHORIZATION_FAILED otherwise).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import JoinGroupRequest, JoinGroupResponse
 from trafka.wire.protocol import ApiKey
@@ -35,6 +37,9 @@ _GROUP_WRITE_ERRORS = {ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGR
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                 protocol_name=None if version >= 7 else "", leader="", member_id="", members=[])
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
     coordinator = ctx.broker.group_coordinator()
     await coordinator.prepare_to_store()

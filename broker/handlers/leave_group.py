@@ -8,10 +8,12 @@ INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT
 what the leave wrote is not replicated within offsets.commit.timeout.ms). Classic members of a consumer
 group (KIP-848) leave it the same way and the group epoch moves; a member that uses the consumer protocol cannot be removed
 with LeaveGroup (UNKNOWN_MEMBER_ID).
+With an authorizer, the group needs READ (GROUP_AUTHORIZATION_FAILED otherwise).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import LeaveGroupRequest, LeaveGroupResponse
 from trafka.wire.protocol import ApiKey
@@ -22,6 +24,8 @@ _WRITE_ERRORS = {ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABL
 
 @handles(ApiKey.LEAVE_GROUP, 0, 5)
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version < 3:
         members = [(request.member_id, None, None)]
     else:

@@ -7,10 +7,12 @@ every type. Broker loggers (8), client metrics subscriptions (16) and groups wit
 config resource type makes the whole answer UNSUPPORTED_VERSION, as in Kafka.
 
 Version notes: v0 was ListClientMetricsResources and lists client metrics subscriptions only: none.
+With an authorizer, DESCRIBE_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.storage.config_defs import ResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
@@ -28,6 +30,8 @@ LISTABLE_TYPES = frozenset({
 async def handle_list_config_resources(
     ctx: RequestContext, request: ListConfigResourcesRequest
 ) -> ListConfigResourcesResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, config_resources=[])
     if ctx.api_version == 0:
         return ListConfigResourcesResponse(error_code=ErrorCode.NONE, config_resources=[])
     wanted = set(request.resource_types) or LISTABLE_TYPES

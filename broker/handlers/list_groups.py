@@ -7,10 +7,12 @@ filter by state (case-insensitive, e.g. ``Stable``, ``Empty``), v5 the group typ
 an online upgrade) is of type ``consumer``, protocol type ``consumer``, as in Kafka.
 While some partition loads, the groups of the others come with COORDINATOR_LOAD_IN_PROGRESS, as in
 Kafka; COORDINATOR_NOT_AVAILABLE (and no groups) while the broker stops.
+With an authorizer, a principal without DESCRIBE on the cluster is shown only the groups it may DESCRIBE.
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.messages import ListGroupsRequest, ListGroupsResponse
 from trafka.wire.protocol import ApiKey
 
@@ -23,6 +25,9 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) ->
     states = request.states_filter if ctx.api_version >= 4 else []
     types = request.types_filter if ctx.api_version >= 5 else []
     error, listed = coordinator.list_groups(states, types)
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE, log_if_denied=False):
+        listed = [group for group in listed if ctx.authorize(
+            AclOperation.DESCRIBE, AclResourceType.GROUP, group.group_id, log_if_denied=False)]
     return ListGroupsResponse(
         error_code=error,
         groups=[

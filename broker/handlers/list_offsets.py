@@ -13,6 +13,7 @@ timestamp lookup (MAX_TIMESTAMP too) whose record lies at or above it is answere
 -1, as when no record matches: a consumer is never pointed at records it may not read yet.
 Only the partition's leader answers; other brokers NOT_LEADER_OR_FOLLOWER.
 A segment that cannot be read (out of file descriptors) fails its partition alone, KAFKA_STORAGE_ERROR.
+With an authorizer, a topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import logging
 
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.broker.partition import Partition
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ListOffsetsRequest, ListOffsetsResponse
 from trafka.wire.protocol import ApiKey
@@ -44,15 +46,17 @@ READ_COMMITTED = 1
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = ctx.broker.topics
     responses = []
+    authorized = ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, (t.name for t in request.topics))
     for wanted in request.topics:
         partitions = []
         for wanted_partition in wanted.partitions:
             partition = topics.partition(wanted.name, wanted_partition.partition_index)
-            if partition is None:
+            if partition is None or wanted.name not in authorized:
                 partitions.append(
                     PartitionResponse(
                         partition_index=wanted_partition.partition_index,
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if wanted.name in authorized
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                     )
                 )
                 continue

@@ -4,12 +4,14 @@ The reassignments in progress (AlterPartitionReassignments): per partition its c
 those being added and removed. Null topics lists every reassignment; partitions named that do not
 exist, or are not being reassigned, are left out, as in Kafka. In a cluster the controller answers;
 another broker answers NOT_CONTROLLER. A single node never reassigns: the list is empty.
+With an authorizer, DESCRIBE on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 from trafka.wire.protocol import ApiKey
@@ -22,6 +24,10 @@ OngoingTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 async def handle_list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        message = "Request LIST_PARTITION_REASSIGNMENTS needs DESCRIBE permission."
+        return ListPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                  error_message=message, topics=[])
     wanted = None if request.topics is None else [
         (topic.name, index) for topic in request.topics for index in topic.partition_indexes]
     try:

@@ -5,12 +5,14 @@ state names (those not known come back in ``unknown_state_filters``), producer i
 long the transaction has been running (``duration_filter`` ms; -1: any) and from v2 by a regular
 expression over the id (RE2 syntax, matched in full as Kafka does). COORDINATOR_LOAD_IN_PROGRESS while a
 partition of ``__transaction_state`` is loading; an invalid pattern is INVALID_REGULAR_EXPRESSION.
+With an authorizer, only the transactional ids the principal may DESCRIBE are listed.
 """
 from __future__ import annotations
 
 import time
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.txn.state import TransactionState
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import ListTransactionsRequest, ListTransactionsResponse
@@ -46,6 +48,8 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         if duration >= 0 and now - metadata.start_ms < duration:
             continue
         if pattern is not None and not pattern.fullmatch(metadata.transactional_id):
+            continue
+        if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, metadata.transactional_id):
             continue
         listed.append(ListTransactionsResponse.TransactionState(
             transactional_id=metadata.transactional_id, producer_id=metadata.producer_id,

@@ -26,12 +26,16 @@ classic protocol the generation is its member epoch (ILLEGAL_GENERATION when it 
 version may be used; a consumer-protocol member needs v9+ (UNSUPPORTED_VERSION) and gets
 STALE_MEMBER_EPOCH.
 
+With an authorizer, the group needs READ (every partition GROUP_AUTHORIZATION_FAILED otherwise) and each topic
+READ (its partitions TOPIC_AUTHORIZATION_FAILED, said before whether it exists).
+
 Version notes: v2-4 carry a retention time (the offset then expires at commit time + retention); v6
 adds the leader epoch; v7 group.instance.id; v10 names topics by id (UNKNOWN_TOPIC_ID when unknown).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import OffsetCommitRequest, OffsetCommitResponse
 from trafka.wire.protocol import ApiKey
@@ -45,6 +49,8 @@ TOPIC_IDS_MIN_VERSION = 10
 @handles(ApiKey.OFFSET_COMMIT, 2, 10)
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = ctx.broker
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        return _refuse_all(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.group_coordinator()
     await coordinator.prepare_to_store()
     from trafka.broker.groups.coordinator import CommitRequestOffset  # loaded with the coordinator (Broker.group_coordinator)
@@ -63,6 +69,9 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
                 continue
             name = known.name
         names.append(name)
+        if not ctx.authorize(AclOperation.READ, AclResourceType.TOPIC, name):
+            unknown.update(((i, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions)
+            continue
         for p in topic.partitions:
             if broker.topics.partition(name, p.partition_index) is None:
                 unknown[(i, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -106,3 +115,11 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
             partitions.append(PartitionResponse(partition_index=p.partition_index, error_code=code))
         responses.append(TopicResponse(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
     return OffsetCommitResponse(topics=responses)
+
+
+def _refuse_all(request: OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse:
+    return OffsetCommitResponse(topics=[
+        TopicResponse(name=topic.name, topic_id=topic.topic_id,
+                      partitions=[PartitionResponse(partition_index=p.partition_index, error_code=code)
+                                  for p in topic.partitions])
+        for topic in request.topics])

@@ -20,10 +20,15 @@ accepts. A consumer group checks them otherwise: UNKNOWN_MEMBER_ID for a member 
 STALE_MEMBER_EPOCH for an epoch that is not the member's current one (ILLEGAL_GENERATION when that
 member uses the classic protocol). A classic group ignores them. Like every group error these are the
 group's ``error_code``, with no topics; an unknown group simply has no offsets.
+
+With an authorizer, a group needs DESCRIBE (GROUP_AUTHORIZATION_FAILED, the group's error) and a topic DESCRIBE:
+a topic asked for without it is answered TOPIC_AUTHORIZATION_FAILED per partition, and one the principal may
+not describe is left out of an answer for all the group's partitions.
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import OffsetFetchRequest, OffsetFetchResponse
 from trafka.wire.protocol import ApiKey
@@ -144,6 +149,30 @@ async def _fetch(
 ):
     if group_id is None:
         return ErrorCode.INVALID_GROUP_ID, []
+    if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    denied: list[tuple[str, list[int]]] = []
+    if ctx.broker.authorizer is not None and topics is not None:
+        allowed = ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, (name for name, _ in topics))
+        denied = [(name, partitions) for name, partitions in topics if name not in allowed]
+        topics = [(name, partitions) for name, partitions in topics if name in allowed]
+    error, fetched = await _fetch_authorized(ctx, group_id, topics, member_id, member_epoch, require_stable)
+    if error is not ErrorCode.NONE or ctx.broker.authorizer is None:
+        return error, fetched
+    if denied:
+        from trafka.broker.groups.coordinator import FetchedOffset  # loaded with the coordinator
+
+        fetched.extend(FetchedOffset(name, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                       for name, partitions in denied for p in partitions)
+    elif topics is None:  # every committed partition: only those of topics the principal may describe
+        allowed = ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, {o.topic for o in fetched},
+                                       log_if_denied=False)
+        fetched = [offset for offset in fetched if offset.topic in allowed]
+    return error, fetched
+
+
+async def _fetch_authorized(ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                            member_id: str | None, member_epoch: int, require_stable: bool):
     coordinator = ctx.broker.group_coordinator()
     if require_stable and coordinator.is_serving(group_id):
         # Kafka answers a stable fetch as a write: once the group's writes are replicated. Its

@@ -5,10 +5,13 @@ the answer is the largest epoch at or below it and the offset where that epoch e
 offset for the current epoch), from the partition's leader epoch cache. Epochs below the earliest
 known give UNDEFINED (-1, -1). Only the partition's leader answers; another broker
 NOT_LEADER_OR_FOLLOWER.
+With an authorizer, a topic needs DESCRIBE unless the sender (another broker) has CLUSTER_ACTION on the
+cluster (TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from trafka.wire.protocol import ApiKey
@@ -23,11 +26,19 @@ async def handle_offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     topics = ctx.broker.topics
     results = []
+    authorized = None
+    if ctx.broker.authorizer is not None and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION,
+                                                                       log_if_denied=False):
+        authorized = ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC,
+                                          (t.topic for t in request.topics))
     for wanted in request.topics:
         partitions = []
         for wanted_partition in wanted.partitions:
             index = wanted_partition.partition
             partition = topics.partition(wanted.topic, index)
+            if authorized is not None and wanted.topic not in authorized:
+                partitions.append(EpochEndOffset(partition=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if partition is None:
                 partitions.append(EpochEndOffset(partition=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

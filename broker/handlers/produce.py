@@ -29,6 +29,12 @@ appended (INVALID_TXN_STATE up to v10, TRANSACTION_ABORTABLE from v11; INVALID_P
 fenced producer; NOT_ENOUGH_REPLICAS while the coordinator cannot answer), and the other partitions are
 served as usual. Transactional batches of more than one producer in one request are
 INVALID_PRODUCER_ID_MAPPING everywhere. Requests without a transactional id pay nothing for it.
+
+Authorization (with an authorizer): a request carrying a transactional batch needs WRITE on its
+transactional id, or every partition is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs
+WRITE, or its partitions are TOPIC_AUTHORIZATION_FAILED, before anything else is said of them (an unknown
+topic the producer may not write to is not disclosed). An idempotent producer needs nothing more: its
+InitProducerId was authorized.
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ import trio
 
 from trafka.broker.handlers.registry import CloseConnection, RequestContext, handles
 from trafka.broker.partition import Partition
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.txn import verification
 from trafka.storage.producer_state import VerificationGuard
 from trafka.wire.errors import ErrorCode, KafkaError, RecordError
@@ -71,12 +78,22 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
     # Transaction verification: per partition data (by its place in the request), its batch and guard,
     # or its refusal.
     verified: Verified | None = None
+    authorizing = ctx.broker.authorizer is not None
+    if authorizing and _has_transactional_batch(request) and (
+            request.transactional_id is None
+            or not ctx.authorize(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+        return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if request.transactional_id is not None and ctx.broker.config.transaction_partition_verification_enable:
         verified = await _verify_transaction(ctx, request)
     for place, topic_data in enumerate(request.topic_data):
         topic, unknown = topics.lookup(topic_data.name, topic_data.topic_id, by_id=ctx.api_version >= 13)
+        denied = authorizing and (topic is not None or topic_data.name) and not ctx.authorize(
+            AclOperation.WRITE, AclResourceType.TOPIC, topic.name if topic is not None else topic_data.name)
         partition_responses = []
         for data_place, data in enumerate(topic_data.partition_data):
+            if denied:
+                partition_responses.append(_error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if acks not in VALID_ACKS:
                 partition_responses.append(_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
@@ -148,6 +165,28 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection(f"acks=0 produce failed for {', '.join(failed)}")
         return None
     return ProduceResponse(responses=responses)
+
+
+def _has_transactional_batch(request: ProduceRequest) -> bool:
+    """Whether a batch of the request is transactional (its header says so; records are not read)."""
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            try:
+                if data.records is not None and RecordBatch(data.records).is_transactional:
+                    return True
+            except KafkaError:
+                continue  # refused by the append loop
+    return False
+
+
+def _refuse_all(request: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+    """Every partition of the request refused with ``code``; acks=0 closes the connection instead."""
+    if request.acks == 0:
+        raise CloseConnection(f"acks=0 produce refused: {code.name}")
+    return ProduceResponse(responses=[
+        TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
+                      partition_responses=[_error(data.index, code) for data in topic_data.partition_data])
+        for topic_data in request.topic_data])
 
 
 async def _verify_transaction(

@@ -6,16 +6,29 @@ has handlers for.
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trafka.broker.security.acls import client_host
+from trafka.broker.security.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclResourceType,
+    operations_bitfield,
+    supported_operations,
+)
 from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:
     from trafka.broker.broker import Broker
     from trafka.broker.security.authentication import ConnectionSession
     from trafka.wire.connection import RequestHeader
+
+#: Every denial, as Kafka's ``kafka.authorizer.logger`` writes it (and, at debug, what was allowed).
+audit = logging.getLogger("trafka.authorizer")
+ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
@@ -34,6 +47,71 @@ class RequestContext:
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> str:
+        """Who the client is: ``User:<name>`` once authenticated, ``User:ANONYMOUS`` on a plaintext listener."""
+        return self.session.principal if self.session is not None else ANONYMOUS
+
+    @property
+    def client_host(self) -> str:
+        """The client's address, as ACLs name hosts (an IPv6 address as Java writes it)."""
+        return client_host(self.peer)
+
+    # -- authorization (trafka.broker.security.authorizer): every check allows when no authorizer is set --
+
+    def authorize(self, operation: AclOperation, resource_type: AclResourceType, name: str, *,
+                  log_if_denied: bool = True) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource; a denial is logged (unless
+        ``log_if_denied`` is off, for checks whose denial is not a refusal) and counted."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        allowed = authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+        if not allowed and log_if_denied:
+            self._denied(operation, resource_type, name)
+        return allowed
+
+    def authorize_cluster(self, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+        """:meth:`authorize` on the cluster resource."""
+        return self.authorize(operation, AclResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
+
+    def authorized_names(self, operation: AclOperation, resource_type: AclResourceType, names: Iterable[str], *,
+                         log_if_denied: bool = True) -> set[str]:
+        """Which of ``names`` the principal may do ``operation`` on (each distinct name checked once), as
+        Kafka's filterByAuthorized."""
+        distinct = set(names)
+        if self.broker.authorizer is None:
+            return distinct
+        return {name for name in distinct
+                if self.authorize(operation, resource_type, name, log_if_denied=log_if_denied)}
+
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: AclResourceType) -> bool:
+        """Whether the principal may do ``operation`` on at least one resource of the type (KIP-679)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        allowed = authorizer.authorize_by_resource_type(self.principal, self.client_host, operation, resource_type)
+        if not allowed:
+            self._denied(operation, resource_type, None)
+        return allowed
+
+    def authorized_operations(self, resource_type: AclResourceType, name: str) -> int:
+        """The operations the principal may do on the resource, as the protocol's bitfield (bit n for the
+        operation of code n): every operation the resource type supports when there is no authorizer."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return operations_bitfield(supported_operations(resource_type))
+        return authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
+
+    def _denied(self, operation: AclOperation, resource_type: AclResourceType, name: str | None) -> None:
+        api = ApiKey(self.header.api_key).name
+        audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s for request = %s",
+                   self.principal, operation.name, self.client_host,
+                   f"{resource_type.name}:{name}" if name is not None else f"any {resource_type.name}", api)
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.authorization_denied(api, resource_type.name)
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

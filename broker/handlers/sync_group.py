@@ -14,11 +14,13 @@ COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (while the broker stops)
 A classic member of a consumer group (KIP-848) gets the assignment the coordinator computed for it,
 encoded as a ConsumerProtocol assignment of its subscription's version; REBALANCE_IN_PROGRESS when the
 group moved on since its JoinGroup, ILLEGAL_GENERATION when its generation is not its member epoch.
+With an authorizer, the group needs READ (GROUP_AUTHORIZATION_FAILED otherwise).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.join_group import _GROUP_WRITE_ERRORS
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import SyncGroupRequest, SyncGroupResponse
 from trafka.wire.protocol import ApiKey
@@ -26,6 +28,8 @@ from trafka.wire.protocol import ApiKey
 
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     coordinator = ctx.broker.group_coordinator()
     reply = coordinator.classic.sync(
         group_id=request.group_id,

@@ -27,10 +27,13 @@ Version notes: v2 adds the committed leader epoch; v3 the member id, generation 
 id (and flexible encoding); v4 and v5 change nothing here (v4 lets Kafka answer TRANSACTION_ABORTABLE,
 v5 adds the partition to the transaction implicitly under transactions v2: the transaction
 coordinator's business, not checked by the group coordinator).
+With an authorizer, the transactional id needs WRITE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), the group READ
+(GROUP_AUTHORIZATION_FAILED), both for every partition, and each topic READ (TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from trafka.wire.protocol import ApiKey
@@ -45,12 +48,26 @@ LOAD_IN_PROGRESS_MIN_VERSION = 2
 @handles(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
-    unknown: set[tuple[int, int]] = set()  # (topic's place in the request, partition)
+    refusal = None
+    if not ctx.authorize(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, request.group_id):
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if refusal is not None:
+        return TxnOffsetCommitResponse(topics=[
+            TopicResponse(name=topic.name, partitions=[PartitionResponse(partition_index=p.partition_index,
+                                                                         error_code=refusal)
+                                                       for p in topic.partitions])
+            for topic in request.topics])
+    authorized = ctx.authorized_names(AclOperation.READ, AclResourceType.TOPIC, (t.name for t in request.topics))
+    unknown: dict[tuple[int, int], ErrorCode] = {}  # (topic's place in the request, partition) -> code
     known: list[tuple[str, TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = []
     for i, topic in enumerate(request.topics):
         for p in topic.partitions:
-            if broker.topics.partition(topic.name, p.partition_index) is None:
-                unknown.add((i, p.partition_index))
+            if topic.name not in authorized:
+                unknown[(i, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif broker.topics.partition(topic.name, p.partition_index) is None:
+                unknown[(i, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((topic.name, p))
 
@@ -69,7 +86,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
         partitions = []
         for p in topic.partitions:
             if (i, p.partition_index) in unknown:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                code = unknown[(i, p.partition_index)]
             elif everywhere is not None:
                 code = everywhere
             else:

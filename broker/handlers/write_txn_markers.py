@@ -14,10 +14,13 @@ replicated together.
 Version notes: v0 is gone since Kafka 4.0 (KIP-896); v1 is flexible; v2 adds the marker's
 TransactionVersion (KIP-1228): with 2, a marker's producer epoch must be newer than the producer's
 (the coordinator bumps it with every transaction), unless it repeats the last marker.
+With an authorizer, the sender (another broker) needs ALTER or CLUSTER_ACTION on the cluster
+(CLUSTER_AUTHORIZATION_FAILED for every partition).
 """
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.security.authorizer import AclOperation
 from trafka.broker.txn.markers import TxnMarker
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -30,6 +33,15 @@ PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 @handles(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not (ctx.authorize_cluster(AclOperation.ALTER, log_if_denied=False)
+            or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)):
+        return WriteTxnMarkersResponse(markers=[
+            MarkerResult(producer_id=wanted.producer_id, topics=[
+                TopicResult(name=topic.name, partitions=[
+                    PartitionResult(partition_index=index, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for index in topic.partition_indexes])
+                for topic in wanted.topics])
+            for wanted in request.markers])
     markers = [
         TxnMarker(
             producer_id=wanted.producer_id,

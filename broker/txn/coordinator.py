@@ -536,7 +536,11 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> TransactionMetadata:
         """The metadata of an id coordinated here; raises KafkaError (NOT_COORDINATOR,
-        COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND)."""
+        COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND): NOT_COORDINATOR too before
+        ``__transaction_state`` exists, as Kafka answers DescribeTransactions then."""
+        if self._state_partition(self.partition_for(transactional_id)) is None:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                             f"This broker does not coordinate transactional id {transactional_id}.")
         self._coordinating(transactional_id)
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_epoch == NO_PRODUCER_EPOCH:
