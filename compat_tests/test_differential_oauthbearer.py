@@ -57,11 +57,18 @@ def _settings(jwks_url: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[object, dict[str, int]]]]:
+def jwks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The JWKS file both brokers read."""
+    path = Path(tmp_path_factory.mktemp("differential-oauthbearer-keys")) / "jwks.json"
+    path.write_text(JWKS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory, jwks_file: Path
+            ) -> Iterator[dict[str, tuple[object, dict[str, int]]]]:
     """Kafka and trafka with the STRICT and LOOSE listeners: by name, the process and the listeners' ports."""
     root = Path(tmp_path_factory.mktemp("differential-oauthbearer"))
-    jwks_file = root / "jwks.json"
-    jwks_file.write_text(JWKS)
     url = jwks_file.as_uri()
     settings = _settings(url)
     kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={name: "SASL_PLAINTEXT" for name in LISTENERS},
@@ -218,3 +225,32 @@ def test_an_authorization_id(brokers, authzid):
 def test_sasl_extensions_are_accepted(brokers, extensions):
     observed = _on_both(brokers, "LOOSE", tok(), extensions=extensions)
     assert observed["trafka"] == observed["kafka"], observed
+
+
+NEW_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def test_a_jwks_file_rewritten_while_the_brokers_run(brokers, jwks_file):
+    """Kafka 4.4 reads its JWKS file again when its modification time changes: a key added to the file is taken
+    up, a file that cannot be parsed fails the tokens while it lasts, and the file mended serves again. (The last
+    test of the module: it changes the file the others read.)"""
+    import os
+
+    def rewrite(text: str, seconds: int) -> None:
+        jwks_file.write_text(text)
+        os.utime(jwks_file, (seconds, seconds))  # a modification time of its own, whatever the clock's grain
+
+    now = int(time.time())
+    seen = {}
+    try:
+        rewrite(jwks_json(*json.loads(JWKS)["keys"], jwk_of(NEW_KEY, "rsa-new", "RS256")), now + 10)
+        seen["added"] = _on_both(brokers, "STRICT", tok(NEW_KEY, "rsa-new"))
+        rewrite("{not json", now + 20)
+        seen["broken"] = _on_both(brokers, "STRICT", tok())
+        rewrite(JWKS, now + 30)
+        seen["mended"] = _on_both(brokers, "STRICT", tok())
+        seen["removed-again"] = _on_both(brokers, "STRICT", tok(NEW_KEY, "rsa-new"))
+    finally:
+        rewrite(JWKS, now + 40)
+    for step, observed in seen.items():
+        assert observed["trafka"] == observed["kafka"], (step, observed)

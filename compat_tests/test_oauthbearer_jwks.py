@@ -4,7 +4,7 @@ real clients.
 One broker (per module) listens on PLAINTEXT (the harness's), on DEV (OAUTHBEARER with Kafka's unsecured tokens)
 and on three OAUTHBEARER listeners validating signed tokens:
 
-- FILE, SASL_PLAINTEXT, whose keys are a JWKS file read at start;
+- FILE, SASL_PLAINTEXT, whose keys are a JWKS file, read at start and again when it changes;
 - URL, SASL_PLAINTEXT, whose keys are the JWKS URL of an identity provider the test serves on loopback,
   refreshed in the background;
 - TLS, SASL_SSL, with the same JWKS URL.
@@ -81,6 +81,7 @@ class OidcBroker:
     idp: IdentityProvider
     certs: object
     ports: dict[str, int]
+    jwks_file: Path
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
@@ -125,7 +126,7 @@ def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcBroker]:
     overrides.update({"listener.name.tls." + key: value for key, value in certs.listener_settings().items()})
     broker = BrokerProcess(work / "data", overrides=overrides, name="oidc-broker")
     broker.start(ports["PLAINTEXT"])
-    yield OidcBroker(broker, idp, certs, ports)
+    yield OidcBroker(broker, idp, certs, ports, jwks_file)
     broker.close()
     idp.close()
 
@@ -474,8 +475,8 @@ def _count(config: dict, topic: str, expected: int) -> int:
 
 def test_a_key_the_provider_starts_using_is_picked_up(oidc, topic):
     """The provider adds a key and signs with it: the first token naming it is refused (the broker has yet to
-    fetch it) and makes the broker fetch the JWKS at once; kafka-python's next try a moment later is accepted. The file-keyed listener, read at
-    start only, keeps refusing it."""
+    fetch it) and makes the broker fetch the JWKS at once; kafka-python's next try a moment later is accepted. The
+    file-keyed listener refuses it until the key is written into its file too."""
     with _Errors() as handler:
         fetches = oidc.idp.jwks_fetches
         oidc.idp.jwks = jwks_json(jwk_of(RSA_KEY, "rsa-1", "RS256"), jwk_of(EC_KEY, "ec-1", "ES256"),
@@ -496,6 +497,11 @@ def test_a_key_the_provider_starts_using_is_picked_up(oidc, topic):
         assert asyncio.run(asyncio.wait_for(
             _aiokafka_round_trip(_aiokafka_settings(oidc, "URL", rotated), name, values), 60)) == values
         assert any(REFUSAL in m for m in _refuse(oidc, "FILE", rotated, handler))
+        oidc.jwks_file.write_text(oidc.idp.jwks)
+        os.utime(oidc.jwks_file, (time.time() + 5, time.time() + 5))  # a modification time of its own
+        name, values = topic(), _values(5, "rotated-file")
+        assert asyncio.run(asyncio.wait_for(
+            _aiokafka_round_trip(_aiokafka_settings(oidc, "FILE", rotated), name, values), 60)) == values
 
 
 @pytest.mark.parametrize("missing", ["jwks-file", "audience"])

@@ -1,8 +1,11 @@
 """The keys that verify OAUTHBEARER tokens, from a JWKS file or URL, kept as Kafka's broker keeps them
 (JwksFileVerificationKeyResolver, RefreshingHttpsJwks, RefreshingHttpsJwksVerificationKeyResolver).
 
-- ``file:`` URL: the file is read once, at start (:func:`read_jwks_file`); a file that is missing, a
-  directory, unreadable or not a JWKS stops the start.
+- ``file:`` URL (:class:`JwksFile`): the file is read at start (:func:`read_jwks_file`); a file that is
+  missing, a directory, unreadable or not a JWKS stops the start. As Kafka 4.4's CachedFile does, it is read
+  again when a token is validated and its modification time has changed since, so that keys rotated in the
+  file are taken up without a restart; a file that then cannot be read or parsed refuses the token (and is
+  tried again with the next one).
 - ``http:`` / ``https:`` URL (:class:`RefreshingJwks`): fetched at start (a failure stops the start), then
   again every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` by a task of the broker's. Every fetch runs in a
   worker thread, never on the event loop, and is a GET as jose4j makes it (tried four times, a body of at
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import trio
 
-from trafka.broker.security.sasl.oidc import Jwk, JwksError, StaticKeys, parse_jwks
+from trafka.broker.security.sasl.oidc import InvalidToken, Jwk, JwksError, parse_jwks
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,46 @@ def file_path(url: str) -> Path:
     return Path(urllib.request.url2pathname(parsed.path)).absolute()
 
 
-def read_jwks_file(url: str) -> StaticKeys:
-    """The keys of the JWKS file at the ``file:`` ``url``, with Kafka's reasons for a file it cannot use."""
+class JwksFile:
+    """The keys of a JWKS file, read again whenever its modification time changes (see the module's
+    docstring)."""
+
+    def __init__(self, path: Path, location: str) -> None:
+        self.path = path
+        self.location = location
+        self._modified_ns: int | None = None
+        self._keys: tuple[Jwk, ...] = ()
+
+    def load(self) -> None:
+        """Read the file (JwksUnavailable if it cannot be read or is not a JWKS)."""
+        try:
+            modified_ns = self.path.stat().st_mtime_ns
+            keys = parse_jwks(self.path.read_bytes())
+        except (OSError, JwksError) as exc:
+            raise JwksUnavailable(f"the JWKS file {self.path} cannot be read: {exc}") from None
+        self._keys, self._modified_ns = keys, modified_ns
+        log.info("JWKS file %s: %d keys", self.path, len(keys))
+
+    def keys(self) -> Sequence[Jwk]:
+        try:
+            modified_ns = self.path.stat().st_mtime_ns
+        except OSError as exc:
+            raise InvalidToken(f"Could not validate the access token: the JWKS file {self.path} cannot be read: "
+                               f"{exc.strerror or exc}") from None
+        if modified_ns != self._modified_ns:
+            try:
+                self.load()
+            except JwksUnavailable as exc:
+                raise InvalidToken(f"Could not validate the access token: {exc}") from None
+        return self._keys
+
+    def key_missing(self, kid: str | None) -> None:
+        return None
+
+
+def read_jwks_file(url: str) -> JwksFile:
+    """The keys of the JWKS file at the ``file:`` ``url``, read now, with Kafka's reasons for a file it cannot
+    use (JwksUnavailable)."""
     path = file_path(url)
     if not path.exists():
         raise JwksUnavailable(f"The OAuth configuration option {JWKS_ENDPOINT_URL} contains a file ({path}) that "
@@ -67,10 +108,9 @@ def read_jwks_file(url: str) -> StaticKeys:
     if path.is_dir():
         raise JwksUnavailable(f"The OAuth configuration option {JWKS_ENDPOINT_URL} references a directory ({path}), "
                               "not a file")
-    try:
-        return StaticKeys(parse_jwks(path.read_bytes()), location=url)
-    except (OSError, JwksError) as exc:
-        raise JwksUnavailable(f"the JWKS file {path} cannot be read: {exc}") from None
+    keys = JwksFile(path, url)
+    keys.load()
+    return keys
 
 
 def http_get(url: str) -> bytes:

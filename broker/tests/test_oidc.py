@@ -264,6 +264,27 @@ def test_jwks_file(tmp_path):
         read_jwks_file((tmp_path / "bad.json").as_uri())
 
 
+def test_a_jwks_file_is_read_again_when_it_changes(tmp_path):
+    import os
+
+    path = tmp_path / "jwks.json"
+    path.write_text(jwks(public_jwk(RSA_KEY, "rsa-1")))
+    keys = read_jwks_file(path.as_uri())
+    rotated = sign(key=RSA_OTHER, kid="rsa-2")
+    assert "Unable to find a suitable verification key" in refused(rotated, keys=keys)
+    path.write_text(jwks(public_jwk(RSA_KEY, "rsa-1"), public_jwk(RSA_OTHER, "rsa-2")))
+    os.utime(path, ns=(1, 2_000_000_000))  # a modification time of its own, however coarse the clock
+    assert validate_token(rotated, SETTINGS, keys, NOW_MS).principal_name == "alice"
+    path.write_text("not json")
+    os.utime(path, ns=(1, 3_000_000_000))
+    assert "the JWKS file" in refused(rotated, keys=keys)  # refused while the file is broken...
+    path.write_text(jwks(public_jwk(RSA_OTHER, "rsa-2")))
+    os.utime(path, ns=(1, 4_000_000_000))
+    assert validate_token(rotated, SETTINGS, keys, NOW_MS)  # ...and read again once mended
+    path.unlink()
+    assert "cannot be read" in refused(rotated, keys=keys)
+
+
 class FakeIdp:
     """The documents a JWKS URL serves, in turn; an exception instance is a failed fetch."""
 

@@ -153,7 +153,8 @@ def select_key(header: Mapping[str, object], keys: Sequence[Jwk]) -> Jwk | None:
 
 
 class VerificationKeys(Protocol):
-    """Where the validator finds its keys: the current ones, and a word when a token needs one it lacks."""
+    """Where the validator finds its keys: the current ones, and a word when a token needs one it lacks.
+    ``keys()`` may raise InvalidToken when the keys cannot be had (the token is then refused)."""
 
     def keys(self) -> Sequence[Jwk]: ...
 
@@ -162,7 +163,7 @@ class VerificationKeys(Protocol):
 
 @dataclass(frozen=True)
 class StaticKeys:
-    """Keys that do not change (a JWKS file, read at start)."""
+    """Keys that do not change."""
     jwks: tuple[Jwk, ...]
     location: str = ""
 
