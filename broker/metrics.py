@@ -2,7 +2,8 @@
 
 Counted as they happen: requests and their handling time per API, record bytes in (Produce) and out
 (Fetch) per topic, SASL authentications per listener, mechanism and outcome, authorization denials per API and
-resource type. Read when scraped: the size
+resource type, and the time clients were throttled for by their quotas, per quota type (Produce, Fetch,
+Request) and entity (Kafka's user and client-id tags: "" where the quota is shared). Read when scraped: the size
 of each partition's log held here, its log end offset and high watermark, the partitions this broker
 leads and how many of them are under-replicated (ISR smaller than the replica set, as Kafka's
 UnderReplicatedPartitions), the open connections, and the consumer groups by state with their members.
@@ -47,6 +48,12 @@ class Metrics:
         self._denials = Counter(
             "trafka_authorization_denials", "Operations the authorizer denied, by API and resource type.",
             ["api", "resource_type"], registry=self.registry)
+        self._throttle_time = Counter(
+            "trafka_throttle_time_seconds", "Time clients were throttled for by their quotas, by quota type and "
+            "entity.", ["quota_type", "user", "client_id"], registry=self.registry)
+        self._throttled = Counter(
+            "trafka_throttled_responses", "Responses that throttled their client, by quota type and entity.",
+            ["quota_type", "user", "client_id"], registry=self.registry)
         self.registry.register(_StateCollector(topics, groups, connections))
         self._server = None
 
@@ -71,6 +78,11 @@ class Metrics:
 
     def authorization_denied(self, api: str, resource_type: str) -> None:
         self._denials.labels(api, resource_type).inc()
+
+    def throttled(self, quota_type: str, tags: tuple[str, str], throttle_ms: int) -> None:
+        """A client was throttled by a quota (``trafka.broker.security.quotas``)."""
+        self._throttle_time.labels(quota_type, *tags).inc(throttle_ms / 1000)
+        self._throttled.labels(quota_type, *tags).inc()
 
     def bytes_in(self, topic: str, size: int) -> None:
         self._bytes_in.labels(topic).inc(size)

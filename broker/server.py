@@ -83,6 +83,7 @@ class Server:
 
                 broker.metrics = Metrics(broker.topics, lambda: broker.loaded_groups, lambda: len(self._connections))
                 broker.metrics.serve(config.host, config.metrics_port)
+                broker.client_quotas.on_throttle = broker.metrics.throttled
             control = None
             if config.control_port is not None:
                 from trafka.broker.control import ControlServer

@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  trafka users list|set USER [--password P]|delete USER   SCRAM users (before any broker runs:\n"
                "                                         --data-dir DIR, or --zookeeper HOST:PORT[/CHROOT])\n"
                "  trafka acls list|add|remove [--topic T] [--allow-principal User:U] [--operation Read] ...\n"
+               "  trafka quotas describe|alter [--entity-type users --entity-name U] [--add-config K=V] ...\n"
                "  each also takes --command-config FILE: a secured listener's client settings (Kafka's names)\n"
                "  trafka control --port CONTROL_PORT faults list|add RULE|remove ID|clear|wait ID\n"
                "a replicated cluster on this machine (brokers and a ZooKeeper):\n"
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: The tools' subcommands (broker.tools); anything else runs the broker.
-TOOLS = ("topics", "groups", "configs", "produce", "consume", "users", "acls")
+TOOLS = ("topics", "groups", "configs", "produce", "consume", "users", "acls", "quotas")
 #: The tools' options that apply to every subcommand, taken from anywhere after it (as Kafka's tools do).
 COMMON_OPTIONS = ("--bootstrap-server", "--command-config")
 

@@ -1,4 +1,4 @@
-"""``trafka topics | groups | configs | produce | consume | users | acls``: the day-to-day jobs of Kafka's
+"""``trafka topics | groups | configs | produce | consume | users | acls | quotas``: the day-to-day jobs of Kafka's
 ``kafka-topics.sh``, ``kafka-consumer-groups.sh``, ``kafka-configs.sh`` and console clients, against any
 Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
 
@@ -12,6 +12,7 @@ Kafka-compatible broker (``--bootstrap-server``, default 127.0.0.1:9092).
                                     (SCRAM credentials, of a running broker or, with --data-dir, of a
                                      data directory no broker uses: trafka.broker.tools.users)
     trafka acls list | add | remove  (ACLs, with kafka-acls.sh's options: trafka.broker.tools.acls)
+    trafka quotas describe | alter   (client quotas, with kafka-configs.sh's options: trafka.broker.tools.quotas)
 
 Every tool takes ``--command-config FILE``, a client properties file with the security settings of the
 listener it connects to, as Kafka's tools do (trafka.broker.tools.client_security): SSL, mutual TLS,
@@ -49,7 +50,7 @@ from trafka.wire.messages import (
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
-COMMANDS = ("topics", "groups", "configs", "produce", "consume", "users", "acls")
+COMMANDS = ("topics", "groups", "configs", "produce", "consume", "users", "acls", "quotas")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 LATEST, EARLIEST = -1, -2
@@ -129,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     from trafka.broker.tools.acls import add_parser as add_acls_parser
 
     add_acls_parser(commands)
+    from trafka.broker.tools.quotas import add_parser as add_quotas_parser
+
+    add_quotas_parser(commands)
     return parser
 
 
@@ -169,6 +173,10 @@ def _action(args: argparse.Namespace):
         from trafka.broker.tools.acls import ACTIONS as ACL_ACTIONS
 
         return ACL_ACTIONS[args.action]
+    if args.command == "quotas":
+        from trafka.broker.tools.quotas import ACTIONS as QUOTA_ACTIONS
+
+        return QUOTA_ACTIONS[args.action]
     return _ACTIONS[(args.command, getattr(args, "action", None))]
 
 

@@ -1,0 +1,174 @@
+"""Client quotas on a real broker, most of them beside Apache Kafka 4.4: ``trafka quotas`` describing and
+altering quotas of both brokers alike; a Produce over ``producer_byte_rate`` and a Fetch over
+``consumer_byte_rate`` answered with a throttle time (the Fetch empty) by both; ``request_percentage`` throttling
+every API; quotas kept across a restart of a single node; the throttle time in the Prometheus metrics."""
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from compat_tests.clients import ConfluentClient, Message
+from compat_tests.wire_client import WireClient
+from trafka.wire.messages import (
+    AlterClientQuotasRequest,
+    FetchRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from trafka.wire.records import SimpleRecord, build_batch
+
+A = AlterClientQuotasRequest
+
+
+def quotas_tool(bootstrap: str, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trafka", "quotas", *arguments, "--bootstrap-server", bootstrap],
+                          check=False, capture_output=True, text=True, timeout=60)
+
+
+def set_quota(bootstrap: str, entity: list[tuple[str, str | None]], key: str, value: float | None) -> None:
+    with WireClient(bootstrap) as client:
+        response = client.request(A(entries=[A.EntryData(
+            entity=[A.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            ops=[A.OpData(key=key, value=value or 0.0, remove=value is None)])]), 1)
+    assert response.entries[0].error_code == 0, response.entries[0].error_message
+
+
+def until(check, timeout: float = 10.0):
+    """Kafka applies an alteration a moment after answering it: the first truthy result of ``check``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+def test_quotas_tool_against_trafka_and_kafka(broker, kafka):
+    outputs = {}
+    for name, process in (("kafka", kafka), ("trafka", broker)):
+        altered = [
+            quotas_tool(process.bootstrap, "alter", "--entity-type", "users", "--entity-name", "tool-alice",
+                        "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"),
+            quotas_tool(process.bootstrap, "alter", "--entity-type", "users", "--entity-name", "tool-alice",
+                        "--entity-type", "clients", "--entity-default", "--add-config", "request_percentage=50"),
+            quotas_tool(process.bootstrap, "alter", "--entity-type", "clients", "--entity-name", "tool-app",
+                        "--add-config", "producer_byte_rate=1024", "--add-config", "controller_mutation_rate=2.5"),
+            quotas_tool(process.bootstrap, "alter", "--entity-type", "ips", "--entity-default",
+                        "--add-config", "connection_creation_rate=1000"),
+        ]
+        assert [r.returncode for r in altered] == [0, 0, 0, 0], [r.stderr for r in altered]
+        users = until(lambda b=process.bootstrap: (r := quotas_tool(b, "describe", "--entity-type", "users",
+                                                                    "--entity-name", "tool-alice")).stdout and r)
+        every = until(lambda b=process.bootstrap: (r := quotas_tool(b, "describe")).stdout.count("\n") >= 4 and r)
+        clients = quotas_tool(process.bootstrap, "describe", "--entity-type", "clients")
+        refused = quotas_tool(process.bootstrap, "alter", "--entity-type", "users", "--entity-name", "tool-alice",
+                              "--add-config", "bogus=1")
+        deleted = quotas_tool(process.bootstrap, "alter", "--entity-type", "users", "--entity-name", "tool-alice",
+                              "--delete-config", "producer_byte_rate,consumer_byte_rate")
+        quotas_tool(process.bootstrap, "alter", "--entity-type", "users", "--entity-name", "tool-alice",
+                    "--entity-type", "clients", "--entity-default", "--delete-config", "request_percentage")
+        quotas_tool(process.bootstrap, "alter", "--entity-type", "clients", "--entity-name", "tool-app",
+                    "--delete-config", "producer_byte_rate,controller_mutation_rate")
+        quotas_tool(process.bootstrap, "alter", "--entity-type", "ips", "--entity-default",
+                    "--delete-config", "connection_creation_rate")
+        outputs[name] = (users.stdout, every.stdout, clients.stdout, refused.returncode, refused.stderr,
+                         deleted.returncode)
+    assert outputs["trafka"] == outputs["kafka"]
+    users, every, clients, code, refusal, _ = outputs["trafka"]
+    assert users == ("Quota configs for user-principal 'tool-alice' are consumer_byte_rate=2097152.0, "
+                     "producer_byte_rate=1048576.0\n")
+    assert "Quota configs for user-principal 'tool-alice', client-id '<default>' are request_percentage=50.0" in every
+    assert clients == "Quota configs for client-id 'tool-app' are controller_mutation_rate=2.5, producer_byte_rate=1024.0\n"
+    assert code == 1 and "INVALID_REQUEST: Invalid configuration key bogus" in refusal
+
+
+def _produce(client: WireClient, topic: str) -> object:
+    batch = build_batch([SimpleRecord(None, b"x" * 1000)])
+    request = ProduceRequest(acks=1, timeout_ms=10_000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    return client.request(request, 9)
+
+
+def _fetch(client: WireClient, topic: str) -> object:
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+                               partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    return client.request(request, 12)
+
+
+def test_produce_and_fetch_over_their_quotas_are_throttled_as_by_kafka(broker, kafka):
+    seen = {}
+    topic = "quota-throttled"
+    for name, process in (("kafka", kafka), ("trafka", broker)):
+        ConfluentClient(process.bootstrap).produce(topic, [Message(b"y" * 1000)])
+        set_quota(process.bootstrap, [("client-id", "slow-producer")], "producer_byte_rate", 10.0)
+        set_quota(process.bootstrap, [("client-id", "slow-consumer")], "consumer_byte_rate", 10.0)
+        try:
+            def produced(bootstrap=process.bootstrap):
+                with WireClient(bootstrap, client_id="slow-producer") as client:
+                    response = _produce(client, topic)
+                return response if response.throttle_time_ms > 0 else None
+
+            def fetched(bootstrap=process.bootstrap):
+                with WireClient(bootstrap, client_id="slow-consumer") as client:
+                    response = _fetch(client, topic)
+                return response if response.throttle_time_ms > 0 else None
+
+            produce, fetch = until(produced), until(fetched)
+            # 1 KB or so against 10 B/s over 10 windows: (100 - 10) / 10 * 10 s, the same formula on both.
+            seen[name] = (produce.responses[0].partition_responses[0].error_code,
+                          round(produce.throttle_time_ms / 1000, -1), fetch.error_code, fetch.responses,
+                          round(fetch.throttle_time_ms / 1000, -1))
+        finally:
+            set_quota(process.bootstrap, [("client-id", "slow-producer")], "producer_byte_rate", None)
+            set_quota(process.bootstrap, [("client-id", "slow-consumer")], "consumer_byte_rate", None)
+    assert seen["trafka"] == seen["kafka"]
+    error, produce_s, fetch_error, responses, fetch_s = seen["trafka"]
+    assert error == 0 and fetch_error == 0 and responses == [] and produce_s >= 90 and fetch_s >= 90
+
+
+def test_request_percentage_throttles_every_api_as_kafka(broker, kafka):
+    seen = {}
+    for name, process in (("kafka", kafka), ("trafka", broker)):
+        set_quota(process.bootstrap, [("client-id", "busy")], "request_percentage", 0.001)
+        try:
+            def throttled(bootstrap=process.bootstrap):
+                with WireClient(bootstrap, client_id="busy") as client:
+                    response = client.request(MetadataRequest(topics=None), 12)
+                return response.throttle_time_ms or None
+
+            seen[name] = until(throttled)
+        finally:
+            set_quota(process.bootstrap, [("client-id", "busy")], "request_percentage", None)
+    # Throttled, for at most one quota window (Kafka bounds request-time throttling so).
+    assert all(ms is not None and 0 < ms <= 1000 for ms in seen.values()), seen
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_quotas_kept_across_a_restart_and_throttling_in_the_metrics(broker_factory):
+    port = _free_port()
+    process = broker_factory({"metrics.port": port})
+    result = quotas_tool(process.bootstrap, "alter", "--entity-type", "clients", "--entity-name", "kept",
+                         "--add-config", "producer_byte_rate=10")
+    assert result.returncode == 0, result.stderr
+    process.restart()
+    described = quotas_tool(process.bootstrap, "describe")
+    assert described.stdout == "Quota configs for client-id 'kept' are producer_byte_rate=10.0\n"
+    with WireClient(process.bootstrap, client_id="kept") as client:
+        assert _produce(client, "kept-topic").throttle_time_ms > 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    match = re.search(r'^trafka_throttle_time_seconds_total\{client_id="kept",quota_type="Produce",user=""\} (\S+)$',
+                      text, re.MULTILINE)
+    assert match and float(match[1]) > 0, text[-2000:]
+    assert re.search(r'^trafka_throttled_responses_total\{client_id="kept",quota_type="Produce",user=""\} 1\.0$',
+                     text, re.MULTILINE)
