@@ -6,6 +6,7 @@ operation and permission), invalid bindings, a principal without ALTER or DESCRI
 broker without an authorizer."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -126,8 +127,20 @@ def assert_same(observed: dict[str, object]) -> None:
 
 
 def create(client: WireClient, *creations: Creation, version: int = 3):
+    """Create the bindings; answered once every binding created is described (Kafka's broker applies ACLs a
+    moment after CreateAcls answers)."""
     response = client.request(CreateAclsRequest(creations=list(creations)), version)
+    created = {(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
+                c.permission_type) for c, r in zip(creations, response.results, strict=True) if r.error_code == 0}
+    _until(client, lambda described: created <= set(described))
     return [(r.error_code, r.error_message) for r in response.results]
+
+
+def _until(client: WireClient, settled: Callable[[list], bool]) -> None:
+    """Wait (a few seconds at most) until the bindings ``describe`` lists are ``settled``."""
+    deadline = time.monotonic() + 10
+    while not settled(describe(client)[2]) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def describe(client: WireClient, version: int = 3, **fields):
@@ -162,6 +175,7 @@ def _closed(action: Callable[[], object]) -> object:
 
 def clear(client: WireClient) -> None:
     delete(client, delete_filter())
+    _until(client, lambda described: not described)
 
 
 # A set of bindings every filter test starts from.

@@ -30,9 +30,9 @@ async def handle_alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     allow_new_size = ctx.api_version < 1 or request.allow_replication_factor_change
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    message = ctx.cluster_refusal(AclOperation.ALTER)
+    if message is not None:
         refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        message = "Request ALTER_PARTITION_REASSIGNMENTS needs ALTER permission."
         return AlterPartitionReassignmentsResponse(error_code=refusal, error_message=message, responses=[
             TopicResponse(name=topic.name, partitions=[
                 PartitionResponse(partition_index=p.partition_index, error_code=refusal, error_message=message)

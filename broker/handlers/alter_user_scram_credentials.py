@@ -25,11 +25,12 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 async def handle_alter_user_scram_credentials(
     ctx: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    message = ctx.cluster_refusal(AclOperation.ALTER)
+    if message is not None:
         users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
             Result(user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                   error_message="Request ALTER_USER_SCRAM_CREDENTIALS needs ALTER permission.")
+                   error_message=message)
             for user in users])
     from trafka.broker.security.credentials import Deletion, Upsertion
 

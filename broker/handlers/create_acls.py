@@ -54,17 +54,13 @@ def _filter_values(binding: AclBinding) -> bool:
 
 @handles(ApiKey.CREATE_ACLS, 1, 3)
 async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    from trafka.broker.security.acls import cluster_refusal
-    from trafka.broker.security.authentication import ANONYMOUS
-
     if any(_unknown(creation) for creation in request.creations):
         raise CloseConnection("CreateAcls with UNKNOWN elements")
     bindings = [creation_binding(creation) for creation in request.creations]
     broker = ctx.broker
     if broker.authorizer is None or broker.acls is None:
         return _all(bindings, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    principal = ctx.session.principal if ctx.session is not None else ANONYMOUS
-    refusal = cluster_refusal(broker.authorizer, principal, ctx.peer, AclOperation.ALTER, "CreateAcls")
+    refusal = ctx.cluster_refusal(AclOperation.ALTER)
     if refusal is not None:
         return _all(bindings, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, refusal)
     if any(_filter_values(binding) for binding in bindings):

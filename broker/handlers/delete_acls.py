@@ -36,9 +36,6 @@ def request_filter(wanted: DeleteAclsRequest.DeleteAclsFilter) -> AclBindingFilt
 
 @handles(ApiKey.DELETE_ACLS, 1, 3)
 async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    from trafka.broker.security.acls import cluster_refusal
-    from trafka.broker.security.authentication import ANONYMOUS
-
     if not all(f.resource_type_filter and f.pattern_type_filter and f.operation and f.permission_type
                for f in request.filters):
         raise CloseConnection("DeleteAcls with UNKNOWN elements")
@@ -46,8 +43,7 @@ async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) ->
     broker = ctx.broker
     if broker.authorizer is None or broker.acls is None:
         return _all(filters, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    principal = ctx.session.principal if ctx.session is not None else ANONYMOUS
-    refusal = cluster_refusal(broker.authorizer, principal, ctx.peer, AclOperation.ALTER, "DeleteAcls")
+    refusal = ctx.cluster_refusal(AclOperation.ALTER)
     if refusal is not None:
         return _all(filters, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, refusal)
     results = await broker.acls.delete(filters)

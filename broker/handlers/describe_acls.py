@@ -47,9 +47,6 @@ def grouped(bindings: list[AclBinding]) -> list[Resource]:
 
 @handles(ApiKey.DESCRIBE_ACLS, 1, 3)
 async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    from trafka.broker.security.acls import cluster_refusal
-    from trafka.broker.security.authentication import ANONYMOUS
-
     if not (request.resource_type_filter and request.pattern_type_filter and request.operation
             and request.permission_type):
         raise CloseConnection("DescribeAcls with UNKNOWN elements")
@@ -58,8 +55,7 @@ async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest
     if broker.authorizer is None or broker.acls is None:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
                                     error_message="No Authorizer is configured on the broker", resources=[])
-    principal = ctx.session.principal if ctx.session is not None else ANONYMOUS
-    refusal = cluster_refusal(broker.authorizer, principal, ctx.peer, AclOperation.DESCRIBE, "DescribeAcls")
+    refusal = ctx.cluster_refusal(AclOperation.DESCRIBE)
     if refusal is not None:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                     error_message=refusal, resources=[])

@@ -34,9 +34,9 @@ async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest
     wanted = None if request.topic_partitions is None else [
         (topic.topic, index) for topic in request.topic_partitions for index in topic.partitions]
     unclean = ctx.api_version >= 1 and request.election_type == UNCLEAN
-    if not ctx.authorize_cluster(AclOperation.ALTER):
+    message = ctx.cluster_refusal(AclOperation.ALTER)
+    if message is not None:
         refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        message = "Request ELECT_LEADERS needs ALTER permission."
         by_topic_refused: dict[str, list[PartitionResult]] = defaultdict(list)
         for topic, index in wanted or ():
             by_topic_refused[topic].append(PartitionResult(partition_id=index, error_code=refusal,

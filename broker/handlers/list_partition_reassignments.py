@@ -24,8 +24,8 @@ OngoingTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 async def handle_list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        message = "Request LIST_PARTITION_REASSIGNMENTS needs DESCRIBE permission."
+    message = ctx.cluster_refusal(AclOperation.DESCRIBE)
+    if message is not None:
         return ListPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                   error_message=message, topics=[])
     wanted = None if request.topics is None else [

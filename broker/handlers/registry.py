@@ -76,6 +76,13 @@ class RequestContext:
         """:meth:`authorize` on the cluster resource."""
         return self.authorize(operation, AclResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
 
+    def cluster_refusal(self, operation: AclOperation) -> str | None:
+        """None when the principal may do ``operation`` on the cluster; otherwise Kafka's message refusing the
+        request (Kafka's names its internal request object where this names the API)."""
+        if self.authorize_cluster(operation):
+            return None
+        return f"Request {ApiKey(self.header.api_key).name} needs {operation.name} permission."
+
     def authorized_names(self, operation: AclOperation, resource_type: AclResourceType, names: Iterable[str], *,
                          log_if_denied: bool = True) -> set[str]:
         """Which of ``names`` the principal may do ``operation`` on (each distinct name checked once), as

@@ -190,15 +190,3 @@ def client_host(peer: str) -> str:
             return host
         return ":".join(format(int(group, 16), "x") for group in groups)
     return host
-
-
-def cluster_refusal(authorizer: Authorizer, principal: str, peer: str, operation: AclOperation,
-                    api: str) -> str | None:
-    """Kafka's refusal of a request that needs ``operation`` on the cluster, when ``principal`` may not do it
-    (None when it may)."""
-    from trafka.broker.security.authorizer import CLUSTER_NAME
-
-    host = client_host(peer)
-    if authorizer.authorize(principal, host, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
-        return None
-    return f"Request {api} from {principal} at {host} is not authorized."

@@ -22,7 +22,6 @@ from trafka.broker.security.acls import (
     AclStore,
     authorizer_from_properties,
     client_host,
-    cluster_refusal,
 )
 from trafka.broker.security.authorizer import (
     AclBinding,
@@ -114,14 +113,6 @@ def test_client_hosts_as_kafka_writes_them():
     assert client_host("[::1]:5555") == "0:0:0:0:0:0:0:1"
     assert client_host("::1:5555") == "0:0:0:0:0:0:0:1"
     assert client_host("[fe80::a:b]:1") == "fe80:0:0:0:0:0:a:b"
-
-
-def test_cluster_rights():
-    authorizer = Authorizer(frozenset({"User:admin"}), False, [
-        binding("kafka-cluster", rt=AclResourceType.CLUSTER, op=AclOperation.DESCRIBE)])
-    assert cluster_refusal(authorizer, "User:admin", "1.1.1.1:1", AclOperation.ALTER, "CreateAcls") is None
-    assert cluster_refusal(authorizer, "User:a", "1.1.1.1:1", AclOperation.DESCRIBE, "DescribeAcls") is None
-    assert "not authorized" in cluster_refusal(authorizer, "User:a", "1.1.1.1:1", AclOperation.ALTER, "CreateAcls")
 
 
 # -- ZooKeeper's format (Kafka's AclAuthorizer) --
