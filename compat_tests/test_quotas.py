@@ -1,17 +1,25 @@
 """Client quotas on a real broker, most of them beside Apache Kafka 4.4: ``trafka quotas`` describing and
 altering quotas of both brokers alike; a Produce over ``producer_byte_rate`` and a Fetch over
 ``consumer_byte_rate`` answered with a throttle time (the Fetch empty) by both; ``request_percentage`` throttling
-every API; quotas kept across a restart of a single node; the throttle time in the Prometheus metrics."""
+every API; quotas kept across a restart of a single node; the throttle time in the Prometheus metrics. In a
+three-broker ZooKeeper cluster a quota altered through one broker is followed and enforced by the others within
+a second, kept beside the user's SCRAM credentials in Kafka's nodes; a Kafka 3.9 in ZooKeeper mode reads the
+quotas trafka wrote, and trafka those Kafka wrote."""
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 
 from compat_tests.clients import ConfluentClient, Message
+from compat_tests.cluster import start_cluster
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference import ZooKeeperModeKafka
 from compat_tests.wire_client import WireClient
 from trafka.wire.messages import (
     AlterClientQuotasRequest,
@@ -172,3 +180,96 @@ def test_quotas_kept_across_a_restart_and_throttling_in_the_metrics(broker_facto
     assert match and float(match[1]) > 0, text[-2000:]
     assert re.search(r'^trafka_throttled_responses_total\{client_id="kept",quota_type="Produce",user=""\} 1\.0$',
                      text, re.MULTILINE)
+
+
+# -- in a ZooKeeper cluster --------------------------------------------------------------------------------------
+
+def _zookeeper_nodes(connect: str, paths: list[str]) -> dict[str, object]:
+    from kazoo.client import KazooClient
+
+    hosts, _, chroot = connect.partition("/")
+    client = KazooClient(hosts=hosts)
+    client.start(timeout=10)
+    try:
+        found: dict[str, object] = {}
+        for path in paths:
+            data, _ = client.get(f"/{chroot}{path}")
+            found[path] = json.loads(data)
+        changes = f"/{chroot}/config/changes"
+        found["entity_paths"] = sorted(json.loads(client.get(f"{changes}/{child}")[0])["entity_path"]
+                                       for child in client.get_children(changes))
+        return found
+    finally:
+        client.stop()
+        client.close()
+
+
+def _described(bootstrap: str) -> str:
+    return quotas_tool(bootstrap, "describe").stdout
+
+
+def test_a_cluster_follows_quotas_altered_on_any_broker(zookeeper, tmp_path):
+    cluster = start_cluster(zookeeper, tmp_path)
+    try:
+        first, second, third = cluster.brokers
+        made = subprocess.run([sys.executable, "-m", "trafka", "users", "set", "alice", "--password", "alice-secret",
+                               "--bootstrap-server", first.bootstrap], capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert made.returncode == 0, made.stderr
+        set_quota(second.bootstrap, [("user", "alice")], "producer_byte_rate", 1000.0)
+        set_quota(first.bootstrap, [("client-id", "cluster-slow")], "producer_byte_rate", 10.0)
+        expected = ("Quota configs for client-id 'cluster-slow' are producer_byte_rate=10.0\n"
+                    "Quota configs for user-principal 'alice' are producer_byte_rate=1000.0\n")
+        # Every broker follows the change within a second, and enforces it.
+        for process in (second, third):
+            assert until(lambda b=process.bootstrap: _described(b) == expected, timeout=1.0), _described(
+                process.bootstrap)
+            with WireClient(process.bootstrap, client_id="cluster-slow") as client:
+                assert _produce(client, "cluster-quotas").throttle_time_ms > 0
+        nodes = _zookeeper_nodes(cluster.connect, ["/config/users/alice", "/config/clients/cluster-slow"])
+        alice = nodes["/config/users/alice"]["config"]
+        # The user's node holds its SCRAM credentials and its quotas side by side, as Kafka keeps them.
+        assert sorted(alice) == ["SCRAM-SHA-256", "SCRAM-SHA-512", "producer_byte_rate"]
+        assert alice["producer_byte_rate"] == "1000"
+        assert nodes["/config/clients/cluster-slow"] == {"version": 1, "config": {"producer_byte_rate": "10"}}
+        assert {"users/alice", "clients/cluster-slow"} <= set(nodes["entity_paths"])
+        # Removing the quota keeps the credentials (and the other way round).
+        set_quota(third.bootstrap, [("user", "alice")], "producer_byte_rate", None)
+        listed = subprocess.run([sys.executable, "-m", "trafka", "users", "list", "--bootstrap-server", first.bootstrap],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert "alice\tSCRAM-SHA-512\t4096" in listed.stdout
+        assert sorted(_zookeeper_nodes(cluster.connect, ["/config/users/alice"])["/config/users/alice"]["config"]) == [
+            "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert until(lambda: _described(first.bootstrap) == expected.splitlines(keepends=True)[0], timeout=1.0)
+    finally:
+        cluster.close()
+
+
+def test_kafka_in_zookeeper_mode_reads_the_quotas_trafka_keeps(zookeeper, tmp_path):
+    """The layout checked by Kafka 3.9 itself: quotas a trafka broker wrote are Kafka's on the same ZooKeeper, and
+    quotas Kafka wrote are trafka's."""
+    connect = f"{zookeeper.connect_string}/quotas-{uuid.uuid4().hex[:8]}"
+    trafka = BrokerProcess(tmp_path / "trafka", name="trafka-zk", overrides={"zookeeper.connect": connect,
+                                                                             "broker.id": 1})
+    trafka.start()
+    try:
+        set_quota(trafka.bootstrap, [("user", "bob@example.com"), ("client-id", "app 1")], "consumer_byte_rate", 2048.0)
+        set_quota(trafka.bootstrap, [("user", None)], "request_percentage", 12.5)
+        set_quota(trafka.bootstrap, [("client-id", None)], "producer_byte_rate", 4096.0)
+        set_quota(trafka.bootstrap, [("ip", "10.0.0.1")], "connection_creation_rate", 7.0)
+        written = _described(trafka.bootstrap)
+    finally:
+        trafka.close()
+    kafka = ZooKeeperModeKafka(tmp_path / "kafka", connect, broker_id=2)
+    kafka.start()
+    try:
+        assert until(lambda: _described(kafka.bootstrap) == written), (_described(kafka.bootstrap), written)
+        set_quota(kafka.bootstrap, [("user", "carol")], "controller_mutation_rate", 0.5)
+        written_by_kafka = until(lambda: "carol" in (text := _described(kafka.bootstrap)) and text)
+    finally:
+        kafka.close()
+    trafka.start()
+    try:
+        assert _described(trafka.bootstrap) == written_by_kafka
+    finally:
+        trafka.close()
