@@ -688,6 +688,10 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "delete.retention.ms",
         "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
     ),
+    "quotas": (
+        "quota.window.num", "quota.window.size.seconds", "max.connections", "max.connections.per.ip",
+        "max.connections.per.ip.overrides", "max.connection.creation.rate",
+    ),
     "internal topics": (
         "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
         "offsets.topic.compression.codec", "offsets.load.buffer.size", "offsets.retention.minutes",
