@@ -1,7 +1,7 @@
 """What the security tests share: free ports for extra listeners, the brokers' JAAS settings, SCRAM users
 written into a data directory before a broker starts, unsecured OAUTHBEARER tokens as Kafka's own client
-makes them, the Java client's ``sasl.jaas.config`` for each mechanism, and a confluent-kafka round trip
-over a secured listener."""
+makes them, the Java client's ``sasl.jaas.config`` for each mechanism, a confluent-kafka round trip over a
+secured listener, and kafkajs and the Java client with security settings of their own."""
 from __future__ import annotations
 
 import base64
@@ -10,6 +10,8 @@ import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from compat_tests.clients import JavaClient, KafkajsClient
 
 #: The broker's PLAIN users (admin, alice) as Kafka's PlainLoginModule lists them.
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -185,3 +187,25 @@ class IdentityProvider:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class SecureKafkajs(KafkajsClient):
+    """kafkajs through driver.js with `ssl` and `sasl` settings (driver.js passes them to kafkajs)."""
+
+    def __init__(self, bootstrap: str, security: dict):
+        super().__init__(bootstrap)
+        self.security = security
+
+    def call(self, op, timeout=60.0, **arguments):
+        return super().call(op, timeout, **self.security, **arguments)
+
+
+class SecureJava(JavaClient):
+    """The Java client (the session's driver JVM) with client properties of its own (security settings)."""
+
+    def __init__(self, bootstrap: str, properties: dict[str, str]):
+        super().__init__(bootstrap)
+        self.properties = properties
+
+    def call(self, op, timeout=60.0, **arguments):
+        return super().call(op, timeout, properties=self.properties, **arguments)

@@ -1,6 +1,7 @@
 """ACLs in a cluster: three trafka brokers on a real ZooKeeper with the authorizer. An ACL created through one
 broker is returned by DescribeAcls on the others, and enforced by them, within a second, and deleted likewise;
-a restarted broker reads them all; and the ZooKeeper nodes are those Apache Kafka 3.9 in ZooKeeper mode
+a restarted broker reads them all; the brokers replicate and write transaction markers as their inter-broker
+principal, which the authorizer checks; and the ZooKeeper nodes are those Apache Kafka 3.9 in ZooKeeper mode
 writes for the same requests (``/kafka-acl``, ``/kafka-acl-extended/prefixed``, the change nodes)."""
 from __future__ import annotations
 
@@ -231,3 +232,29 @@ def test_every_broker_enforces_a_change_within_a_second(secured_cluster):
     delete(address(cluster.brokers[1]), resource_type_filter=CLUSTER)
     wait(lambda: not any(alice_may_describe(port) for port in ports.values()),
          "alice to be refused by every broker again", timeout=1.0)
+
+
+def test_the_brokers_replicate_as_the_inter_broker_principal(cluster):
+    """Followers fetch, and transaction markers are written, as the inter-broker listener's principal
+    (``User:ANONYMOUS`` here, a super user): with the authorizer on, an acks=all producer of a replicated topic and
+    a transactional producer are served, and every replica ends byte-identical."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    from compat_tests.cluster import replicas_identical
+
+    topic = f"replicated-{uuid.uuid4().hex[:8]}"
+    admin = cluster.admin()
+    admin.create_topics([NewTopic(topic, 2, 3, config={"min.insync.replicas": "3"})])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    delivered: list[object] = []
+    for i in range(20):
+        producer.produce(topic, value=b"%d" % i, partition=i % 2, on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None] * 20
+    transactional = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"{topic}-txn"})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, value=b"in a transaction", partition=0)
+    transactional.commit_transaction(30)
+    wait(lambda: replicas_identical(cluster, topic, 2), "every replica to hold the same records")

@@ -378,6 +378,18 @@ CASES: dict[str, Callable[[str], list[tuple[Struct, int]]]] = {
                                          topic_partitions=[]), 0)
         for group, topics in (("g-alice", ["secret"]), ("g-other", ["orders"]))] + [
         (m.ConsumerGroupDescribeRequest(group_ids=list(GROUPS), include_authorized_operations=True), 0)],
+    "inter-broker-requests": lambda user: [
+        (m.FetchRequest(replica_id=1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                        session_epoch=-1, topics=[m.FetchRequest.FetchTopic(topic="orders", partitions=[
+                            m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+                        forgotten_topics_data=[], rack_id=""), 12),
+        (m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1000, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+                m.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="orders", partition_indexes=[0])])]), 1),
+        (m.AddPartitionsToTxnRequest(transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id="tx-alice", producer_id=1000, producer_epoch=0, verify_only=True, topics=[
+                m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="orders", partitions=[0])])]), 4),
+    ],
     "offset-for-leader-epoch": lambda user: [(m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
         m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=name, partitions=[
             m.OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,

@@ -35,9 +35,11 @@ import pytest
 from aiokafka.abc import AbstractTokenProvider
 from confluent_kafka import Producer
 
-from compat_tests.clients import ClientError, JavaClient, JavaDriver, KafkajsClient, Message
+from compat_tests.clients import ClientError, JavaDriver, Message
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.security import (
+    SecureJava,
+    SecureKafkajs,
     MECHANISMS,
     OAUTH_JAAS,
     PLAIN_JAAS,
@@ -308,17 +310,6 @@ KAFKAJS_MECHANISMS = {"PLAIN": "plain", "SCRAM-SHA-256": "scram-sha-256", "SCRAM
                       "OAUTHBEARER": "oauthbearer"}
 
 
-class SecureKafkajs(KafkajsClient):
-    """kafkajs through driver.js with the `ssl` and `sasl` settings of one way in."""
-
-    def __init__(self, bootstrap: str, security: dict):
-        super().__init__(bootstrap)
-        self.security = security
-
-    def call(self, op, timeout=60.0, **arguments):
-        return super().call(op, timeout, **self.security, **arguments)
-
-
 def _kafkajs(secure: SecureBroker, listener: str, mechanism: str | None, password: str | None = None,
              **more: object) -> SecureKafkajs:
     security: dict = dict(more)
@@ -389,17 +380,6 @@ def _java_properties(secure: SecureBroker, listener: str, mechanism: str | None,
         properties["sasl.jaas.config"] = java_jaas(mechanism, user or default_user,
                                                    default_password if password is None else password)
     return properties
-
-
-class SecureJava(JavaClient):
-    """The Java client (the session's driver JVM) with the client properties of one way in."""
-
-    def __init__(self, bootstrap: str, properties: dict[str, str]):
-        super().__init__(bootstrap)
-        self.properties = properties
-
-    def call(self, op, timeout=60.0, **arguments):
-        return super().call(op, timeout, properties=self.properties, **arguments)
 
 
 def _java(secure: SecureBroker, listener: str, mechanism: str | None = None, **options) -> SecureJava:
