@@ -46,7 +46,7 @@ import trio
 from trafka.broker.faults import Action, top_level_error_response
 from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
 from trafka.broker.handlers.api_versions import api_versions_response
-from trafka.broker.security.quotas import client_throttles
+from trafka.broker.security.quotas import MUTATION_APIS, client_throttles
 from trafka.wire.chunks import Chunk, FileSlice
 from trafka.wire.errors import ErrorCode
 from trafka.wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
@@ -261,6 +261,10 @@ class ServedConnection:
                 if response is None:
                     raise CloseConnection(f"{ApiKey(header.api_key).name} v{header.api_version} has no error code "
                                           "to answer a fault rule with")
+            elif quotas.active and header.api_key in MUTATION_APIS and quotas.controller_mutation.enabled:
+                response, _ = await quotas.with_mutation_quota(
+                    header.api_key, header.api_version, self.session.principal, header.client_id, request,
+                    lambda admitted: handler.handle(ctx, admitted), self._partitions_of)
             else:
                 response = await handler.handle(ctx, request)
         except CloseConnection as exc:
@@ -298,6 +302,23 @@ class ServedConnection:
             await self._close_after_failed_authentication()
             return False
         return True
+
+    def _partitions_of(self, api_key: int, item) -> int:
+        """How many partitions one topic of a CreateTopics, DeleteTopics or CreatePartitions creates or deletes
+        (for the controller mutation quota)."""
+        topics = self.broker.topics
+        if api_key == ApiKey.CREATE_TOPICS:
+            if item.num_partitions > 0:
+                return item.num_partitions
+            return len(item.assignments) if item.assignments else self.broker.config.num_partitions
+        if api_key == ApiKey.DELETE_TOPICS:
+            if isinstance(item, str):
+                topic = topics.get(item)
+            else:
+                topic = topics.get(item.name) if item.name else topics.by_id(item.topic_id)
+            return len(topic.partitions) if topic is not None else 0
+        topic = topics.get(item.name)
+        return max(item.count - len(topic.partitions), 0) if topic is not None else 0
 
     async def _raw_token(self, token: memoryview) -> bool:
         """A SASL token in a bare frame (after SaslHandshake v0): the exchange's answer goes back the same

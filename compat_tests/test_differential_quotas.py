@@ -355,3 +355,73 @@ def test_consumers_held_to_consumer_byte_rate(brokers):
         assert 0.4 * QUOTA <= rate <= 1.1 * QUOTA, (name, rates)
     for client in ("librdkafka", "java"):
         assert abs(rates[f"trafka {client}"] - rates[f"kafka {client}"]) <= 0.25 * QUOTA, rates
+
+
+# -- controller mutations (KIP-599) ----------------------------------------------------------------------------
+
+def _create_topics(names_and_partitions, version):
+    from trafka.wire.messages import CreateTopicsRequest as C
+
+    def ask(client: WireClient):
+        response = client.request(C(topics=[C.CreatableTopic(name=n, num_partitions=p, replication_factor=1)
+                                            for n, p in names_and_partitions], timeout_ms=10_000), version)
+        return ([(t.name, t.error_code, t.error_message) for t in response.topics],
+                response.throttle_time_ms)
+    return ask
+
+
+def _delete_topics(names, version):
+    from trafka.wire.messages import DeleteTopicsRequest as Del
+
+    def ask(client: WireClient):
+        if version >= 6:
+            request = Del(topics=[Del.DeleteTopicState(name=n) for n in names], timeout_ms=10_000)
+        else:
+            request = Del(topic_names=list(names), timeout_ms=10_000)
+        response = client.request(request, version)
+        return [(t.name, t.error_code, t.error_message) for t in response.responses], response.throttle_time_ms
+    return ask
+
+
+def _as_mutator(brokers, ask):
+    observed = {}
+    for name, process in brokers.items():
+        with WireClient(process.bootstrap, client_id="mutator") as client:
+            observed[name] = ask(client)
+    return observed
+
+
+def test_controller_mutation_rate_side_by_side(brokers):
+    # 1 partition a second; with controller.quota.window.num's 11 windows a client may go 11 partitions ahead.
+    _set_quota(brokers, "mutator", "controller_mutation_rate", 1.0)
+    time.sleep(1)
+    observed = {}
+    try:
+        for name, process in brokers.items():
+            with WireClient(process.bootstrap, client_id="mutator") as client:
+                # Strict (CreateTopics v6+): 4 partitions a request until the client is over; then refused.
+                strict = []
+                for i in range(6):
+                    results, throttle_ms = _create_topics([(f"kip599-{i}a", 3), (f"kip599-{i}b", 1)], 7)(client)
+                    strict.append([code for _, code, _ in results])
+                    if any(code for _, code, _ in results):
+                        break
+                refusal = (results, 0 < throttle_ms <= 1000)
+                # Permissive (before v6): served, and the client throttled for going over.
+                results, throttle_ms = _create_topics([("kip599-p", 3)], 5)(client)
+                permissive = (results, 2000 < throttle_ms <= 4000)
+                # The connection was muted for that throttle time: the next request is read once the client is
+                # back under its quota, and served.
+                deleted, _ = _delete_topics(["kip599-0a"], 6)(client)
+            observed[name] = (strict, refusal, permissive, deleted)
+    finally:
+        _set_quota(brokers, "mutator", "controller_mutation_rate", None)
+        time.sleep(0.5)
+        for process in brokers.values():
+            with WireClient(process.bootstrap) as client:
+                _delete_topics([f"kip599-{i}{s}" for i in range(6) for s in "ab"] + ["kip599-p"], 6)(client)
+    assert_same(observed)
+    strict, refusal, permissive, deleted = observed["kafka"]
+    assert strict == [[0, 0], [0, 0], [0, 0], [89, 89]]
+    assert refusal[1] and permissive == ([("kip599-p", 0, None)], True)
+    assert deleted == [("kip599-0a", 0, None)]

@@ -445,6 +445,10 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=1),
     _broker("quota.window.size.seconds", _T.INT, 1, "Length of each sample of a client's rate, in seconds.",
             minimum=1),
+    _broker("controller.quota.window.num", _T.INT, 11,
+            "Samples of the controller mutation quota (a client may go this many windows' worth ahead).", minimum=1),
+    _broker("controller.quota.window.size.seconds", _T.INT, 1,
+            "Length of each sample of the controller mutation quota, in seconds.", minimum=1),
     _broker("max.connections", _T.INT, 2147483647,
             "Most connections the broker holds open (also per listener: listener.name.<l>.max.connections); "
             "at the limit, new connections wait to be accepted.", minimum=0),
@@ -689,7 +693,8 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
     ),
     "quotas": (
-        "quota.window.num", "quota.window.size.seconds", "max.connections", "max.connections.per.ip",
+        "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
+        "controller.quota.window.size.seconds", "max.connections", "max.connections.per.ip",
         "max.connections.per.ip.overrides", "max.connection.creation.rate",
     ),
     "internal topics": (

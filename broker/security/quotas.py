@@ -361,6 +361,26 @@ def throttle_time_ms(rate: Rate, bound: float, now_ms: int) -> int:
     return java_round((value - bound) / bound * rate.window_size(now_ms))
 
 
+class TokenBucket:
+    """Kafka's TokenBucket: up to ``quota * samples * window`` tokens, refilled at ``quota`` per second, each
+    recording taking its value; below zero the client is over its quota (KIP-599)."""
+
+    __slots__ = ("last_ms", "tokens")
+
+    def __init__(self, burst: float, now_ms: int) -> None:
+        self.tokens = burst
+        self.last_ms = now_ms
+
+    def measure(self, quota: float, burst: float, now_ms: int) -> float:
+        self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+        return self.tokens
+
+    def record(self, value: float, quota: float, burst: float, now_ms: int) -> None:
+        self.measure(quota, burst, now_ms)
+        self.tokens = min(burst, self.tokens - value)
+
+
 def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -412,6 +432,7 @@ class ClientQuotaManager:
         self._limits: dict[Entity, float] = {}
         self._resolved: dict[tuple[str, str], tuple[Tags, float] | None] = {}
         self._sensors: dict[Tags, Rate] = {}
+        self._buckets: dict[Tags, TokenBucket] = {}
 
     def configure(self, limits: Mapping[Entity, float]) -> None:
         """The quota of each entity that sets this type (the measurements made so far are kept)."""
@@ -462,6 +483,30 @@ class ClientQuotaManager:
             return None
         return found[1] * (self.window_num - 1) * self.window_size_seconds
 
+    def mutate(self, user: str, client_id: str, permits: float, *, strict: bool, now_ms: int | None = None) -> int:
+        """Kafka's controller mutation quota (KIP-599) for ``permits`` partitions created or deleted: strict, a
+        client already over its quota is refused (the throttle time returned, nothing recorded) and otherwise
+        recorded; permissive, always recorded, the throttle time returned when that takes it over. 0: allowed
+        and not throttled."""
+        found = self.quota(user, client_id) if self.enabled else None
+        if found is None:
+            return 0
+        tags, quota = found
+        now = self.clock() if now_ms is None else now_ms
+        burst = quota * self.window_num * self.window_size_seconds
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket(burst, now)
+        if strict:
+            tokens = bucket.measure(quota, burst, now)
+            if tokens < 0:
+                return java_round(-tokens / quota * 1000)
+            bucket.record(permits, quota, burst, now)
+            return 0
+        bucket.record(permits, quota, burst, now)
+        tokens = bucket.measure(quota, burst, now)
+        return java_round(-tokens / quota * 1000) if tokens < 0 else 0
+
     def tags(self, user: str, client_id: str) -> Tags | None:
         found = self.quota(user, client_id) if self.enabled else None
         return None if found is None else found[0]
@@ -482,6 +527,29 @@ CLIENT_THROTTLES_FROM: Mapping[int, int] = {
     21: 1, 22: 1, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 34: 1, 35: 1, 37: 1, 38: 1,
     39: 1, 40: 1, 41: 1, 42: 1, 43: 0, 44: 0, 45: 0, 46: 0, 47: 0, 50: 0, 51: 0, 75: 0,
 }
+
+
+#: The APIs under the controller mutation quota: their request's list of topics and their response's list of results.
+_MUTATIONS: Mapping[int, tuple[str, str]] = {19: ("topics", "topics"), 20: ("topics", "responses"),
+                                             37: ("topics", "results")}
+MUTATION_APIS = frozenset(_MUTATIONS)
+#: From which version Kafka refuses a topic over the controller mutation quota (THROTTLING_QUOTA_EXCEEDED).
+_STRICT_SINCE: Mapping[int, int] = {19: 6, 20: 5, 37: 3}
+
+
+def _throttled_result(api_key: int, item: object, response: object) -> object:
+    """The result of a topic left out for the controller mutation quota, of the response's own result type."""
+    from trafka.wire.messages import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
+
+    code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, None  # (Kafka says no more)
+    if api_key == 19:
+        return CreateTopicsResponse.CreatableTopicResult(name=item.name, error_code=code, error_message=message)
+    if api_key == 20:
+        if isinstance(item, str):
+            return DeleteTopicsResponse.DeletableTopicResult(name=item, error_code=code, error_message=message)
+        return DeleteTopicsResponse.DeletableTopicResult(name=item.name, topic_id=item.topic_id, error_code=code,
+                                                         error_message=message)
+    return CreatePartitionsResponse.CreatePartitionsTopicResult(name=item.name, error_code=code, error_message=message)
 
 
 def client_throttles(api_key: int, version: int) -> bool:
@@ -540,9 +608,14 @@ class ClientQuotas:
             if value < 1:
                 raise ConfigError(f"{name}={raw}: must be at least 1")
             return value
-        return cls(window_num=at_least_one("quota.window.num", DEFAULT_WINDOW_NUM),
-                   window_size_seconds=at_least_one("quota.window.size.seconds", DEFAULT_WINDOW_SIZE_SECONDS),
-                   clock=clock)
+        quotas = cls(window_num=at_least_one("quota.window.num", DEFAULT_WINDOW_NUM),
+                     window_size_seconds=at_least_one("quota.window.size.seconds", DEFAULT_WINDOW_SIZE_SECONDS),
+                     clock=clock)
+        # The controller mutation quota has windows of its own, as on Kafka.
+        quotas.controller_mutation.window_num = at_least_one("controller.quota.window.num", DEFAULT_WINDOW_NUM)
+        quotas.controller_mutation.window_size_seconds = at_least_one("controller.quota.window.size.seconds",
+                                                                      DEFAULT_WINDOW_SIZE_SECONDS)
+        return quotas
 
     def update(self, configs: Configs) -> None:
         """Make ``configs`` the quota configs (every entity's, as they are now)."""
@@ -592,6 +665,63 @@ class ClientQuotas:
                 if throttle:
                     response.throttle_time_ms = throttle
         return throttle
+
+    async def with_mutation_quota(self, api_key: int, version: int, principal: str | None, client_id: str | None,
+                                  request, handle, partitions_of) -> tuple[object, int]:
+        """Run ``handle(request)`` for a CreateTopics, DeleteTopics or CreatePartitions under the client's
+        ``controller_mutation_rate``, as Kafka's controller applies it to each topic's partitions in turn: from
+        the versions that can say so (CreateTopics v6, DeleteTopics v5, CreatePartitions v3), a topic asked for
+        while the client is over its quota is answered THROTTLING_QUOTA_EXCEEDED and left out; earlier versions
+        are all served and the client throttled. ``partitions_of(api_key, item)`` says how many partitions a
+        topic of the request creates or deletes. Returns the response and the throttle time (ms)."""
+        user, client = user_of(principal), client_id or ""
+        field, result_field = _MUTATIONS[api_key]
+        if api_key == 20 and version < 6:
+            field = "topic_names"  # (names alone before v6)
+        items = list(getattr(request, field))
+        strict = version >= _STRICT_SINCE[api_key]
+        manager = self.controller_mutation
+        throttled: dict[int, int] = {}
+        charged: dict[int, int] = {}
+        if strict:
+            for index, item in enumerate(items):
+                permits = partitions_of(api_key, item)
+                throttle = manager.mutate(user, client, permits, strict=True)
+                if throttle:
+                    throttled[index] = throttle
+                else:
+                    charged[index] = permits
+            setattr(request, field, [item for index, item in enumerate(items) if index not in throttled])
+        else:
+            charged = {index: partitions_of(api_key, item) for index, item in enumerate(items)}
+        response = await handle(request)
+        results = list(getattr(response, result_field))
+        kept = [index for index in range(len(items)) if index not in throttled]
+        refund = 0
+        for index, result in zip(kept, results):
+            if result.error_code != ErrorCode.NONE:  # Kafka counts only what it creates or deletes
+                refund += charged.get(index, 0)
+                charged.pop(index, None)
+        throttle_ms = 0
+        if strict:
+            if refund:
+                manager.mutate(user, client, -refund, strict=False)
+            merged = iter(results)
+            out = []
+            for index, item in enumerate(items):
+                if index in throttled:
+                    out.append(_throttled_result(api_key, item, response))
+                else:
+                    out.append(next(merged))
+            out.extend(merged)
+            setattr(response, result_field, out)
+            throttle_ms = max(throttled.values(), default=0)
+        else:
+            throttle_ms = manager.mutate(user, client, sum(charged.values()), strict=False) if charged else 0
+        if throttle_ms:
+            self.throttled(manager, user, client, throttle_ms)
+            response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+        return response, throttle_ms
 
     def fetch_throttle(self, principal: str | None, client_id: str | None, response_size: int) -> int:
         """Record a consumer's Fetch response of ``response_size`` bytes; when that puts it over its

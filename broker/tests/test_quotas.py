@@ -4,6 +4,7 @@ DescribeClientQuotas' filters."""
 from __future__ import annotations
 
 import pytest
+import trio
 
 from trafka.broker.security.quotas import (
     CLIENT_ID,
@@ -290,3 +291,46 @@ def test_store_keeps_quotas_across_restarts(tmp_path):
                              validate_only=True)
     assert not changed
     assert ClientQuotaStore.load(tmp_path).configs == {entity(user="alice"): {"producer_byte_rate": 1024.0}}
+
+
+# -- controller mutations (KIP-599) ----------------------------------------------------------------------------
+
+def test_controller_mutations_strict_and_permissive():
+    now = [0]
+    manager = ClientQuotaManager("ControllerMutation", clock=lambda: now[0])
+    manager.configure({entity(client_id="admin"): 1.0})  # 11 partitions ahead at most
+    # Strict: allowed while the bucket is not below zero (the request that takes it below passes).
+    assert [manager.mutate("u", "admin", 4, strict=True) for _ in range(3)] == [0, 0, 0]
+    assert manager.mutate("u", "admin", 1, strict=True) == 1000       # 11 - 12 = -1 token: a second
+    now[0] = 500
+    assert manager.mutate("u", "admin", 1, strict=True) == 500        # refilled half a token, nothing recorded
+    now[0] = 1000
+    # Permissive: recorded whatever, throttled for going below zero.
+    assert manager.mutate("u", "admin", 3, strict=False) == 3000
+    assert manager.mutate("u", "other", 100, strict=True) == 0        # no quota for that client
+
+
+def test_refused_topics_are_left_out_and_answered_throttled():
+    from trafka.wire.messages import CreateTopicsRequest, CreateTopicsResponse
+
+    quotas = ClientQuotas(clock=lambda: 0)
+    quotas.update({entity(client_id="admin"): {"controller_mutation_rate": 1.0}})
+    handled = []
+
+    async def handle(request):
+        handled.append([t.name for t in request.topics])
+        return CreateTopicsResponse(topics=[CreateTopicsResponse.CreatableTopicResult(name=t.name)
+                                            for t in request.topics])
+
+    def partitions_of(api_key, item):
+        return item.num_partitions
+
+    request = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(name=n, num_partitions=p)
+                                          for n, p in (("a", 12), ("b", 1), ("c", 1))])
+    response, throttle_ms = trio.run(quotas.with_mutation_quota, 19, 7, "User:ANONYMOUS", "admin", request, handle,
+                                     partitions_of)
+    assert handled == [["a"]]
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("a", 0, ""), ("b", ErrorCode.THROTTLING_QUOTA_EXCEEDED, None), ("c", ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                                                            None)]
+    assert throttle_ms == response.throttle_time_ms == 1000
