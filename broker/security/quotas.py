@@ -385,6 +385,9 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+#: Measurements kept before those of idle clients are dropped.
+MAX_IDLE_SENSORS = 10_000
+
 #: The measurement a client falls to: (user, client-id) as Kafka's sensor tags ("" where shared).
 Tags = tuple[str, str]
 
@@ -451,8 +454,19 @@ class ClientQuotaManager:
     def _sensor(self, tags: Tags) -> Rate:
         sensor = self._sensors.get(tags)
         if sensor is None:
+            if len(self._sensors) >= MAX_IDLE_SENSORS:
+                self._forget_idle()
             sensor = self._sensors[tags] = Rate(self.window_num, self.window_size_seconds * 1000)
         return sensor
+
+    def _forget_idle(self) -> None:
+        """Drop the measurements of clients idle for all their windows (they measure nothing any more: a new one
+        is the same), as Kafka expires inactive sensors; and the look-ups of clients no longer seen."""
+        now = self.clock()
+        expire = self.window_num * self.window_size_seconds * 1000
+        self._sensors = {tags: rate for tags, rate in self._sensors.items()
+                         if any(now - sample[1] < expire for sample in rate.samples)}
+        self._resolved = {}
 
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> int:
         """Record ``value`` for the client; the throttle time in ms when that puts it over its quota."""

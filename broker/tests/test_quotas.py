@@ -334,3 +334,17 @@ def test_refused_topics_are_left_out_and_answered_throttled():
         ("a", 0, ""), ("b", ErrorCode.THROTTLING_QUOTA_EXCEEDED, None), ("c", ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                                                                             None)]
     assert throttle_ms == response.throttle_time_ms == 1000
+
+
+def test_idle_clients_measurements_are_dropped(monkeypatch):
+    import trafka.broker.security.quotas as quotas_module
+
+    monkeypatch.setattr(quotas_module, "MAX_IDLE_SENSORS", 3)
+    now = [0]
+    manager = ClientQuotaManager("Produce", clock=lambda: now[0])
+    manager.configure({entity(client_id=None): 100.0})
+    for client in ("a", "b", "c"):
+        manager.record("u", client, 10)
+    now[0] = 11_000  # all 11 windows later: idle
+    manager.record("u", "d", 10)
+    assert set(manager._sensors) == {("", "d")}
