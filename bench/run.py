@@ -7,6 +7,7 @@
     python -m bench --cleaner  # the log cleaner: throughput, memory, produce latency on and off (bench/cleaner.py)
     python -m bench --transactions  # transactions on trafka and Kafka: txn/s, throughput, read_committed (bench/transactions.py)
     python -m bench --security  # PLAINTEXT, SSL and SASL_SSL listeners on trafka and Kafka: throughput (bench/security.py)
+    python -m bench --authorizer  # the StandardAuthorizer with 1,000 ACLs against none, on trafka and Kafka (bench/authorizer.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -536,7 +537,17 @@ def main(argv: list[str] | None = None) -> int:
         "and consume throughput over each listener, as a ratio of the broker's own PLAINTEXT figures (see "
         "bench/security.py)",
     )
+    parser.add_argument(
+        "--authorizer", action="store_true",
+        help="trafka and kafka (of --brokers), each without an authorizer and with the StandardAuthorizer and 1,000 "
+        "ACLs, clients over SASL_PLAINTEXT as a user that is no super user: 1 KB produce and consume throughput, as "
+        "a ratio of the broker's own figures without an authorizer (see bench/authorizer.py)",
+    )
     args = parser.parse_args(argv)
+    if args.authorizer:
+        from bench import authorizer
+
+        return authorizer.main([], quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if args.security:
         from bench import security
 
