@@ -85,6 +85,18 @@ SERVED_APIS = (
     "DeleteAcls",
     "DescribeClientQuotas",
     "AlterClientQuotas",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    "InitializeShareGroupState",
+    "ReadShareGroupState",
+    "WriteShareGroupState",
+    "DeleteShareGroupState",
+    "ReadShareGroupStateSummary",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 )
 
 # Schemas without an api key, encoded inside other messages (JoinGroup/SyncGroup member metadata

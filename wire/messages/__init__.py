@@ -105,6 +105,48 @@ from trafka.wire.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from trafka.wire.messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from trafka.wire.messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from trafka.wire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from trafka.wire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from trafka.wire.messages.initialize_share_group_state import (
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+)
+from trafka.wire.messages.read_share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+)
+from trafka.wire.messages.write_share_group_state import (
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from trafka.wire.messages.delete_share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+)
+from trafka.wire.messages.read_share_group_state_summary import (
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+)
+from trafka.wire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
+from trafka.wire.messages.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+)
+from trafka.wire.messages.delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+)
 from trafka.wire.messages.consumer_protocol import ConsumerProtocolSubscription, ConsumerProtocolAssignment
 from trafka.wire.primitives import Message
 
@@ -161,6 +203,18 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 REQUESTS: dict[int, type[Message]] = {
@@ -215,6 +269,18 @@ REQUESTS: dict[int, type[Message]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeRequest,
     ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesRequest,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsRequest,
+    ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatRequest,
+    ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeRequest,
+    ApiKey.SHARE_FETCH: ShareFetchRequest,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateRequest,
+    ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateRequest,
+    ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateRequest,
+    ApiKey.DELETE_SHARE_GROUP_STATE: DeleteShareGroupStateRequest,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ReadShareGroupStateSummaryRequest,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: DescribeShareGroupOffsetsRequest,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: AlterShareGroupOffsetsRequest,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: DeleteShareGroupOffsetsRequest,
 }
 RESPONSES: dict[int, type[Message]] = {
     ApiKey.PRODUCE: ProduceResponse,
@@ -268,6 +334,18 @@ RESPONSES: dict[int, type[Message]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
     ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesResponse,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsResponse,
+    ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatResponse,
+    ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeResponse,
+    ApiKey.SHARE_FETCH: ShareFetchResponse,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateResponse,
+    ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateResponse,
+    ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateResponse,
+    ApiKey.DELETE_SHARE_GROUP_STATE: DeleteShareGroupStateResponse,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ReadShareGroupStateSummaryResponse,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: DescribeShareGroupOffsetsResponse,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: AlterShareGroupOffsetsResponse,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: DeleteShareGroupOffsetsResponse,
 }
 
 __all__ = [
@@ -284,6 +362,8 @@ __all__ = [
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -306,6 +386,10 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
+    "DeleteShareGroupStateRequest",
+    "DeleteShareGroupStateResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -322,6 +406,8 @@ __all__ = [
     "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
@@ -342,6 +428,8 @@ __all__ = [
     "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "InitializeShareGroupStateRequest",
+    "InitializeShareGroupStateResponse",
     "JoinGroupRequest",
     "JoinGroupResponse",
     "LeaveGroupRequest",
@@ -368,14 +456,28 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "ReadShareGroupStateRequest",
+    "ReadShareGroupStateResponse",
+    "ReadShareGroupStateSummaryRequest",
+    "ReadShareGroupStateSummaryResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "WriteShareGroupStateRequest",
+    "WriteShareGroupStateResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
 ]
