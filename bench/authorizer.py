@@ -38,8 +38,9 @@ in both configurations:
    last, in turns as above, the median.
 
 Reported: records/s and MB/s per broker and configuration, the cores the broker and the client kept busy,
-each broker's authorizer figures as a ratio of its own no-authorizer figures, and trafka/kafka per
-configuration. Results: ``bench/results/<date>-authorizer.json`` and ``.md`` (``-authorizer-quick`` for
+each broker's authorizer figures as a ratio of its own no-authorizer figures, trafka/kafka per
+configuration, and the time one check of trafka's authorizer takes with these ACLs (timed in the
+harness's process, ``trafka_check_us``). Results: ``bench/results/<date>-authorizer.json`` and ``.md`` (``-authorizer-quick`` for
 ``--quick``).
 """
 from __future__ import annotations
@@ -179,6 +180,32 @@ def acl_summary(acls: list[Acl]) -> dict[str, Any]:
         "applying_to_benchmark_topic": len(applying_to_topic(acls)),
         "client_own": [list(a) for a in acls if a[3] == PRINCIPAL],
     }
+
+
+def trafka_check_us(acls: list[Acl], checks: int = 20_000) -> dict[str, float]:
+    """Microseconds per check of trafka's ``Authorizer.authorize`` holding ``acls``, for the client's WRITE and
+    READ on the benchmark topic (what each Produce and Fetch asks), timed in this process."""
+    from trafka.broker.security.authorizer import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AclResourceType,
+        Authorizer,
+        PatternType,
+    )
+
+    authorizer = Authorizer(frozenset({f"User:{ADMIN}"}), bindings=[
+        AclBinding(AclResourceType[rt], name, PatternType[pattern], principal, host, AclOperation[op],
+                   AclPermissionType[permission]) for rt, name, pattern, principal, host, op, permission in acls])
+    out = {}
+    for operation in (AclOperation.WRITE, AclOperation.READ):
+        check = authorizer.authorize
+        assert check(PRINCIPAL, "127.0.0.1", operation, AclResourceType.TOPIC, TOPIC)
+        started = time.perf_counter()
+        for _ in range(checks):
+            check(PRINCIPAL, "127.0.0.1", operation, AclResourceType.TOPIC, TOPIC)
+        out[operation.name] = round((time.perf_counter() - started) / checks * 1e6, 2)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -468,6 +495,11 @@ def report(plan: AuthorizerPlan, document: dict[str, Any]) -> str:
             if "client_refused_elsewhere" in c:
                 parts.append(f"writing to `{REFUSED_TOPIC}`: {c['client_refused_elsewhere']}")
             lines.append(f"- {n}, {LABELS[configuration]}: " + ("; ".join(parts) or "n/a"))
+    cost = document.get("trafka_authorize_us")
+    if cost:
+        lines += ["", f"trafka's `Authorizer.authorize` with these ACLs, timed in the harness's process: "
+                  f"{cost['WRITE']:.1f} µs for {PRINCIPAL}'s WRITE on `{TOPIC}` (each Produce), {cost['READ']:.1f} µs "
+                  "for its READ (each Fetch)."]
     errors = []
     for n in names:
         for configuration in CONFIGURATIONS:
@@ -573,6 +605,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         "notes": notes,
         "results": by_broker,
         "trafka_over_kafka": versus,
+        **({"trafka_authorize_us": trafka_check_us(acls)} if "trafka" in names else {}),
     }
     text = report(plan, document)
     print(text)
