@@ -1,8 +1,8 @@
 """The authorizer's cost: produce and fetch throughput with Kafka's StandardAuthorizer and 1,000 ACLs, as a
 ratio of the same broker without an authorizer, on trafka and Apache Kafka side by side.
 
-    python -m bench --authorizer            # about 3 minutes on 2 cores
-    python -m bench --authorizer --quick    # a check that the mode works: about a minute
+    python -m bench --authorizer            # about 1.5 minutes on 2 cores
+    python -m bench --authorizer --quick    # a check that the mode works: under a minute
     python -m bench --authorizer --brokers trafka   # one broker only (trafka, kafka)
 
 Each broker runs twice, both processes started before anything is measured, each with a SASL_PLAINTEXT
@@ -38,7 +38,8 @@ in both configurations:
    last, in turns as above, the median.
 
 Reported: records/s and MB/s per broker and configuration, the cores the broker and the client kept busy,
-each broker's authorizer figures as a ratio of its own no-authorizer figures, trafka/kafka per
+each broker's authorizer figures as a ratio of its own no-authorizer figures (of the medians, and round by
+round: a round runs both configurations seconds apart), trafka/kafka per
 configuration, and the time one check of trafka's authorizer takes with these ACLs (timed in the
 harness's process, ``trafka_check_us``). Results: ``bench/results/<date>-authorizer.json`` and ``.md`` (``-authorizer-quick`` for
 ``--quick``).
@@ -98,7 +99,9 @@ class AuthorizerPlan:
     partitions: int = 1
 
 
-FULL = AuthorizerPlan(mode="authorizer", size=1024, count=200_000, repeats=5, warmup_count=100_000)
+# 11 rounds: one check costs microseconds against a millisecond or more per request, so the difference sought is
+# far inside the run-to-run spread of a shared 2-core machine, and a run takes about a second.
+FULL = AuthorizerPlan(mode="authorizer", size=1024, count=200_000, repeats=11, warmup_count=100_000)
 QUICK = AuthorizerPlan(mode="authorizer-quick", size=1024, count=50_000, repeats=1, warmup_count=10_000)
 
 
@@ -407,10 +410,19 @@ def derive(by_broker: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ``relative_to_no_authorizer``), and trafka's rate over kafka's per configuration (returned)."""
     for results in by_broker.values():
         relative = results["relative_to_no_authorizer"] = {}
+        per_round = results["relative_to_no_authorizer_per_round"] = {}
         for section in ("produce", "consume"):
             plain = lookup(results, ("none", section, "records_per_s"))
             authorized = lookup(results, ("acls", section, "records_per_s"))
             relative[section] = authorized / plain if plain and authorized else None
+            # The same ratio round by round: the two configurations ran minutes apart at most, within a round
+            # seconds apart, so a slow spell of the machine moves both of a round's figures.
+            rounds = [a / n if a and n else None for a, n in zip(
+                lookup(results, ("acls", section, "runs_records_per_s")) or [],
+                lookup(results, ("none", section, "runs_records_per_s")) or [])]
+            known = sorted(r for r in rounds if r is not None)
+            per_round[section] = {"ratios": [round(r, 3) if r is not None else None for r in rounds],
+                                  "median": known[len(known) // 2] if known else None}
     versus: dict[str, Any] = {}
     if "trafka" in by_broker and "kafka" in by_broker:
         for section in ("produce", "consume"):
@@ -478,6 +490,15 @@ def report(plan: AuthorizerPlan, document: dict[str, Any]) -> str:
     for section in ("produce", "consume"):
         cells = [_num(lookup(by_broker[n], ("relative_to_no_authorizer", section)), ".2f") for n in names]
         lines.append(f"| **{section}** | " + " | ".join(cells) + " |")
+    if plan.repeats > 1:
+        for section in ("produce", "consume"):
+            cells = []
+            for n in names:
+                rounds = lookup(by_broker[n], ("relative_to_no_authorizer_per_round", section)) or {}
+                known = [r for r in rounds.get("ratios", []) if r is not None]
+                cells.append(f"{_num(rounds.get('median'), '.2f')} ({min(known):.2f}-{max(known):.2f})"
+                             if known else "n/a")
+            lines.append(f"| {section}, round by round: median (range) | " + " | ".join(cells) + " |")
 
     summary = document["settings"]["acls"]
     lines += ["", f"ACLs: {summary['count']:,} for {summary['principals']} principals "
