@@ -425,3 +425,76 @@ def test_controller_mutation_rate_side_by_side(brokers):
     assert strict == [[0, 0], [0, 0], [0, 0], [89, 89]]
     assert refusal[1] and permissive == ([("kip599-p", 0, None)], True)
     assert deleted == [("kip599-0a", 0, None)]
+
+
+# -- authenticated users ---------------------------------------------------------------------------------------
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+              'password="alice-secret" user_alice="alice-secret" user_bob="bob-secret";')
+SASL_SETTINGS = {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}
+
+
+@pytest.fixture(scope="module")
+def sasl_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[object, str]]]:
+    """Kafka and trafka with a SASL_PLAINTEXT listener (PLAIN users alice and bob): the process and that
+    listener's address."""
+    import socket
+
+    root = Path(tmp_path_factory.mktemp("differential-user-quotas"))
+    kafka = KafkaBroker(root / "kafka", overrides=SASL_SETTINGS, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        sasl_port = probe.getsockname()[1]
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
+        **SASL_SETTINGS, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
+    try:
+        kafka.start()
+        trafka.start()
+        yield {"kafka": (kafka, f"127.0.0.1:{kafka.ports['SASL_PLAINTEXT']}"),
+               "trafka": (trafka, f"127.0.0.1:{sasl_port}")}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def _produce_as(address: str, user: str, client_id: str) -> int:
+    """A Produce of one 1 KB record by ``user`` (PLAIN) with ``client_id``: the throttle time it is told."""
+    from trafka.wire.messages import ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+    from trafka.wire.records import SimpleRecord, build_batch
+
+    with WireClient(address, client_id=client_id) as client:
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        token = f"\0{user}\0{user}-secret".encode()
+        assert client.request(SaslAuthenticateRequest(auth_bytes=token), 2).error_code == 0
+        response = client.request(ProduceRequest(acks=1, timeout_ms=10_000, topic_data=[
+            ProduceRequest.TopicProduceData(name="user-quotas", partition_data=[ProduceRequest.PartitionProduceData(
+                index=0, records=build_batch([SimpleRecord(None, b"u" * 1000)]))])]), 9)
+        return response.throttle_time_ms
+
+
+def test_user_quotas_and_their_precedence_side_by_side(sasl_brokers):
+    """A principal's user name is the quota entity's (User:alice is user alice): the most specific entity that
+    sets a quota holds the client, per user and client id."""
+    entries = [
+        ([("user", "alice")], [("producer_byte_rate", 10.0, False)]),
+        ([("user", "alice"), ("client-id", "fast")], [("producer_byte_rate", 1e9, False)]),
+        ([("user", None)], [("producer_byte_rate", 1e9, False)]),
+        ([("client-id", "slow")], [("producer_byte_rate", 10.0, False)]),
+    ]
+    brokers = {name: process for name, (process, _) in sasl_brokers.items()}
+    assert_same(on_both(brokers, alter(entries)))
+    settled(brokers, describe([]), lambda seen: len(seen[2]) == len(entries))
+    time.sleep(1)  # (Kafka's brokers apply a quota a moment after describing it)
+    observed = {}
+    for name, (_, address) in sasl_brokers.items():
+        observed[name] = {
+            # alice's own quota: throttled, whatever her client id, but for the one with a quota of its own
+            "alice/app": _produce_as(address, "alice", "app") > 0,
+            "alice/fast": _produce_as(address, "alice", "fast") > 0,
+            # bob falls to the default user's quota, above the client id's: not throttled even as "slow"
+            "bob/slow": _produce_as(address, "bob", "slow") > 0,
+        }
+    on_both(brokers, alter([(e, [(k, 0.0, True) for k, _, _ in ops]) for e, ops in entries]))
+    assert_same(observed)
+    assert observed["kafka"] == {"alice/app": True, "alice/fast": False, "bob/slow": False}
