@@ -96,7 +96,8 @@ def settled(brokers, ask, expected_on_kafka: Callable[[object], bool]) -> dict[s
 
 SETUP = [
     ([("user", "alice")], [("producer_byte_rate", 1024.0, False)]),
-    ([("user", None), ("client-id", "c1")], [("consumer_byte_rate", 2048.0, False), ("request_percentage", 12.5, False)]),
+    ([("user", None), ("client-id", "c1")],
+     [("consumer_byte_rate", 2048.0, False), ("request_percentage", 12.5, False)]),
     ([("client-id", None)], [("producer_byte_rate", 1e15, False)]),  # (no client here is held back by it)
     ([("ip", "10.1.2.3")], [("connection_creation_rate", 5.0, False)]),
     ([("ip", None)], [("connection_creation_rate", 100000.0, False)]),  # (every test connects from 127.0.0.1)

@@ -90,7 +90,8 @@ def test_quotas_tool_against_trafka_and_kafka(broker, kafka):
     assert users == ("Quota configs for user-principal 'tool-alice' are consumer_byte_rate=2097152.0, "
                      "producer_byte_rate=1048576.0\n")
     assert "Quota configs for user-principal 'tool-alice', client-id '<default>' are request_percentage=50.0" in every
-    assert clients == "Quota configs for client-id 'tool-app' are controller_mutation_rate=2.5, producer_byte_rate=1024.0\n"
+    assert clients == ("Quota configs for client-id 'tool-app' are controller_mutation_rate=2.5, "
+                       "producer_byte_rate=1024.0\n")
     assert code == 1 and "INVALID_REQUEST: Invalid configuration key bogus" in refusal
 
 
@@ -235,7 +236,8 @@ def test_a_cluster_follows_quotas_altered_on_any_broker(zookeeper, tmp_path):
         assert {"users/alice", "clients/cluster-slow"} <= set(nodes["entity_paths"])
         # Removing the quota keeps the credentials (and the other way round).
         set_quota(third.bootstrap, [("user", "alice")], "producer_byte_rate", None)
-        listed = subprocess.run([sys.executable, "-m", "trafka", "users", "list", "--bootstrap-server", first.bootstrap],
+        listed = subprocess.run([sys.executable, "-m", "trafka", "users", "list",
+                                 "--bootstrap-server", first.bootstrap],
                                 capture_output=True, text=True, timeout=60, check=False)
         assert "alice\tSCRAM-SHA-512\t4096" in listed.stdout
         assert sorted(_zookeeper_nodes(cluster.connect, ["/config/users/alice"])["/config/users/alice"]["config"]) == [

@@ -200,7 +200,8 @@ class ClusterQuotas:
             self._wakeup = trio.Event()
             try:
                 await self._read()
-            except (CoordinationError, KazooException) as exc:  # ZooKeeper out of reach: the next announcement or interval reads again
+            except (CoordinationError, KazooException) as exc:
+                # ZooKeeper out of reach: the next announcement, or the interval, reads them again
                 log.warning("broker %d: reading the client quotas from ZooKeeper failed: %r", self.cluster.node_id, exc)
                 await trio.sleep(1)
 

@@ -57,9 +57,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     replica_id = replica_id_of(request, ctx.api_version)
     targets = _resolve(ctx, request, replica_id)
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
-    if ctx.broker.client_quotas.fetch.enabled:  # no more than the consumer's quota allows in its windows
-        max_bytes = min(max_bytes, ctx.broker.client_quotas.fetch_max_bytes(getattr(ctx.session, "principal", None),
-                                                                          ctx.header.client_id) or max_bytes)
+    quotas = ctx.broker.client_quotas
+    if quotas.fetch.enabled and replica_id < 0:  # no more than the consumer's quota allows (broker.security.quotas)
+        max_bytes = quotas.fetch_max_bytes(getattr(ctx.session, "principal", None), ctx.header.client_id, max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
     responses, available = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
@@ -75,10 +75,9 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
             for partition in partitions:
                 partition.remove_waiter(waiter)
         responses, _ = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
-    if ctx.broker.client_quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate (trafka.broker.security.quotas)
-        throttle_ms = ctx.broker.client_quotas.fetch_throttle(
-            getattr(ctx.session, "principal", None), ctx.header.client_id, sum(p.records.size for t in responses for p in t.partitions
-                                                             if p.records))
+    if quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate: over it, an empty response
+        size = sum(p.records.size for t in responses for p in t.partitions if p.records)
+        throttle_ms = quotas.fetch_throttle(getattr(ctx.session, "principal", None), ctx.header.client_id, size)
         if throttle_ms:  # over its quota: the bytes are not sent, and the consumer is told to wait
             return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=NO_SESSION,
                                  responses=[])

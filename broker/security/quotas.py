@@ -268,7 +268,8 @@ def plan_alterations(configs: Configs, alterations: Sequence[Alteration],
             else:
                 keys[key] = None if remove else value
         if duplicate or e in results:
-            results[e] = AlterResult(pairs, ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {describe_entity(e)}")
+            message = f"Ignoring duplicate entity {describe_entity(e)}"
+            results[e] = AlterResult(pairs, ErrorCode.INVALID_REQUEST, message)
             continue
         key_types, message = _check_entity(types, is_valid_ip)
         if message is None:
@@ -590,8 +591,8 @@ class ClientQuotas:
     """A broker's client quotas: the configs of every entity, and a manager per quota type. ``active`` is True
     while any client quota (other than connection creation rates) is set: the request path tests only it."""
 
-    def __init__(self, *, window_num: int = DEFAULT_WINDOW_NUM,
-                 window_size_seconds: int = DEFAULT_WINDOW_SIZE_SECONDS, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, *, window_num: int = DEFAULT_WINDOW_NUM, window_size_seconds: int = DEFAULT_WINDOW_SIZE_SECONDS,
+                 clock: Callable[[], int] | None = None) -> None:
         options = {"window_num": window_num, "window_size_seconds": window_size_seconds, "clock": clock}
         self.produce = ClientQuotaManager("Produce", **options)
         self.fetch = ClientQuotaManager("Fetch", **options)
@@ -748,10 +749,11 @@ class ClientQuotas:
             self.throttled(self.fetch, user, client, throttle)
         return throttle
 
-    def fetch_max_bytes(self, principal: str | None, client_id: str | None) -> int | None:
-        """The most one Fetch may return to this consumer: its quota over ``quota.window.num - 1`` windows."""
+    def fetch_max_bytes(self, principal: str | None, client_id: str | None, max_bytes: int) -> int:
+        """``max_bytes``, or less: the most one Fetch may return to this consumer is its quota over
+        ``quota.window.num - 1`` windows (as Kafka caps a Fetch)."""
         most = self.fetch.max_value_in_window(user_of(principal), client_id or "")
-        return None if most is None else int(min(most, 2**31 - 1))
+        return max_bytes if most is None else int(min(most, max_bytes))
 
     def throttled(self, manager: ClientQuotaManager, user: str, client_id: str, throttle_ms: int) -> None:
         if throttle_ms > 0 and self.on_throttle is not None:
