@@ -657,8 +657,9 @@ class ClientQuotas:
         """Record a handled request against the client's quotas, as Kafka's KafkaApis does: a Produce's size
         (Kafka's request.sizeInBytes) against ``producer_byte_rate``, the time it took against
         ``request_percentage`` (every API but the SASL exchange, transaction markers, replica fetches and
-        Produce with acks=0). Fetch's bytes are recorded by the Fetch handler (:meth:`fetch_throttle`). Sets the
-        response's ``throttle_time_ms`` and returns how long the connection is to be muted (ms)."""
+        Produce with acks=0; a consumer's Fetch throttled so is answered empty). Fetch's bytes are recorded by the
+        Fetch handler (:meth:`fetch_throttle`). Sets the response's ``throttle_time_ms`` and returns how long the
+        connection is to be muted (ms)."""
         user = user_of(principal)
         client = client_id or ""
         throttle = 0
@@ -673,6 +674,12 @@ class ClientQuotas:
             request_throttle = self.request.record(user, client, handling_ns * _NANOS_TO_PERCENTAGE_SECONDS)
             self.throttled(self.request, user, client, request_throttle)
             throttle = max(throttle, request_throttle)
+            if request_throttle and api_key == _FETCH and getattr(response, "responses", None):
+                # Kafka answers a throttled consumer's Fetch empty, its bytes taken back from its quota.
+                if self.fetch.enabled:
+                    self.fetch.unrecord(user, client, sum(p.records.size for t in response.responses
+                                                          for p in t.partitions if p.records))
+                response.responses = []
         if response is not None:
             existing = getattr(response, "throttle_time_ms", None)
             if existing is not None:

@@ -348,3 +348,15 @@ def test_idle_clients_measurements_are_dropped(monkeypatch):
     now[0] = 11_000  # all 11 windows later: idle
     manager.record("u", "d", 10)
     assert set(manager._sensors) == {("", "d")}
+
+
+def test_a_fetch_throttled_for_request_time_is_answered_empty():
+    from trafka.wire.messages import FetchRequest, FetchResponse
+
+    quotas = ClientQuotas(clock=lambda: 0)
+    quotas.update({entity(client_id="busy"): {"request_percentage": 1.0}})
+    response = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[
+        FetchResponse.PartitionData(partition_index=0, records=b"x" * 10)])])
+    request = FetchRequest(replica_id=-1)
+    assert quotas.after_request(1, 12, "User:ANONYMOUS", "busy", request, response, 100, 10**9) == 1000
+    assert response.responses == [] and response.throttle_time_ms == 1000
