@@ -21,6 +21,7 @@ connection, and :meth:`ConnectionQuotas.release` called when it closes.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Mapping
@@ -106,6 +107,12 @@ class ConnectionQuotas:
             self.listener_rate[name] = _int_setting(properties, prefix + "max.connection.creation.rate")
         self.protected = inter_broker_listener if len(listeners) > 1 else None
         self.client_quotas = client_quotas
+        self._resolve = resolve
+        #: connection_creation_rate by address (None: every other address), ip entities' host names resolved.
+        self.ip_rates: dict[str | None, float] = {}
+        if client_quotas is not None:
+            client_quotas.listeners.append(self._follow_ip_rates)
+            self._follow_ip_rates(client_quotas)
         self.total = 0
         self.by_listener: dict[str, int] = dict.fromkeys(listeners, 0)
         self.by_ip: dict[str, int] = {}
@@ -140,10 +147,26 @@ class ConnectionQuotas:
             throttle = max(throttle, throttle_time_ms(rate, limit, now_ms))
         return min(throttle, self.window_ms)
 
+    def _follow_ip_rates(self, client_quotas: ClientQuotas) -> None:
+        """The ip entities' connection_creation_rate quotas, by address: a host name stands for the address it
+        resolves to, as Kafka resolves it (one that does not resolve is left out)."""
+        rates: dict[str | None, float] = {}
+        for name, rate in client_quotas.ip_connection_rates.items():
+            if name is None:
+                rates[None] = rate
+                continue
+            try:
+                ipaddress.ip_address(name)
+                rates[name] = rate
+            except ValueError:
+                try:
+                    rates[self._resolve(name)] = rate
+                except OSError:
+                    log.warning("ignoring the connection_creation_rate quota of ip %s: it does not resolve", name)
+        self.ip_rates = rates
+
     def ip_rate(self, address: str) -> float | None:
-        if self.client_quotas is None:
-            return None
-        rates = self.client_quotas.ip_connection_rates
+        rates = self.ip_rates
         if not rates:
             return None
         rate = rates.get(address)

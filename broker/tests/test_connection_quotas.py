@@ -91,3 +91,11 @@ def test_admit_rejects_over_the_address_limit():
         assert await q.admit("PLAINTEXT", "10.0.0.1") == (Verdict.REJECT, 0)
         assert await q.admit("PLAINTEXT", "10.0.0.2") == (Verdict.ACCEPT, 0)
     trio.run(main)
+
+
+def test_ip_quotas_of_host_names_apply_to_their_address():
+    client_quotas = ClientQuotas()
+    q = quotas(client_quotas=client_quotas)
+    client_quotas.update({entity(ip="localhost"): {"connection_creation_rate": 3.0}})
+    assert q.ip_rate("127.0.0.1") == 3.0
+    assert q.ip_rate("10.0.0.1") is None
