@@ -23,7 +23,15 @@ Measurement is Kafka's ``Rate`` over a ``SampledStat``: ``quota.window.num`` sam
 ``quota.window.size.seconds`` (1 s) each; the rate is their sum over the time they span, counted as at least
 ``quota.window.num - 1`` whole windows. A client over its quota after a recording is throttled for
 ``(rate - quota) / quota * window`` milliseconds (Kafka's QuotaUtils.throttleTime); request time quotas
-are throttled for at most one window. The clock is injectable (milliseconds).
+are throttled for at most one window. The controller mutation quota (KIP-599) is Kafka's TokenBucket instead:
+``controller.quota.window.num`` windows' worth of partitions ahead at most, refilled at the quota's rate; a
+client below zero is refused (strict versions) or throttled (older ones). The clock is injectable
+(milliseconds).
+
+:class:`ClientQuotas` is a broker's: the configs, a manager per quota type, and what the request path calls
+(:meth:`ClientQuotas.after_request`, the Fetch handler's :meth:`ClientQuotas.fetch_throttle`,
+:meth:`ClientQuotas.with_mutation_quota`); it does nothing while no quota is set (``active``).
+:class:`ClientQuotaStore` keeps a single node's configs in its data directory (``client-quotas.json``).
 """
 from __future__ import annotations
 
