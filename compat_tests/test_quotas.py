@@ -285,3 +285,32 @@ def test_kafka_in_zookeeper_mode_reads_the_quotas_trafka_keeps(zookeeper, tmp_pa
         assert _described(trafka.bootstrap) == written_by_kafka
     finally:
         trafka.close()
+
+
+def test_a_client_that_ignores_throttle_times_is_held_too(broker_factory):
+    """kafka-python does not back off when told a throttle time: the muted connection holds it to its quota."""
+    from kafka import KafkaProducer
+
+    process = broker_factory({"quota.window.num": 2})
+    set_quota(process.bootstrap, [("client-id", "kafka-python")], "producer_byte_rate", 1048576.0)
+    producer = KafkaProducer(bootstrap_servers=process.bootstrap, client_id="kafka-python", linger_ms=5)
+    ticks = [0] * 14
+    sent = [0]
+    start = time.monotonic()
+
+    def acknowledged(_metadata):
+        tick = int(time.monotonic() - start)
+        if tick < len(ticks):
+            ticks[tick] += 1000
+
+    try:
+        while time.monotonic() - start < 13:
+            if sent[0] - sum(ticks) // 1000 > 1000:  # (kafka-python buffers without bound: 1 MB ahead at most)
+                time.sleep(0.001)
+                continue
+            producer.send("held", b"k" * 1000).add_callback(acknowledged)
+            sent[0] += 1
+    finally:
+        producer.close(timeout=30)
+    rate = sum(ticks[3:13]) / 10
+    assert 0.8 * 1048576 <= rate <= 1.1 * 1048576, [round(t / 1048576, 2) for t in ticks]
