@@ -499,3 +499,34 @@ def test_user_quotas_and_their_precedence_side_by_side(sasl_brokers):
     on_both(brokers, alter([(e, [(k, 0.0, True) for k, _, _ in ops]) for e, ops in entries]))
     assert_same(observed)
     assert observed["kafka"] == {"alice/app": True, "alice/fast": False, "bob/slow": False}
+
+
+def test_create_partitions_under_the_controller_mutation_rate_side_by_side(brokers):
+    from trafka.wire.messages import CreatePartitionsRequest as P
+
+    def grow(topic: str, count: int):
+        def ask(client: WireClient):
+            response = client.request(P(topics=[P.CreatePartitionsTopic(name=topic, count=count, assignments=None)],
+                                        timeout_ms=10_000, validate_only=False), 3)
+            return [(r.name, r.error_code, r.error_message) for r in response.results], response.throttle_time_ms
+        return ask
+
+    for process in brokers.values():
+        with WireClient(process.bootstrap) as client:
+            _create_topics([("kip599-grow-a", 1), ("kip599-grow-b", 1)], 7)(client)
+    _set_quota(brokers, "grower", "controller_mutation_rate", 1.0)
+    time.sleep(1)
+    observed = {}
+    try:
+        for name, process in brokers.items():
+            with WireClient(process.bootstrap, client_id="grower") as client:
+                first, _ = grow("kip599-grow-a", 13)(client)   # 12 partitions: allowed, 1 below zero
+                second, throttle_ms = grow("kip599-grow-b", 2)(client)
+            observed[name] = (first, second, 0 < throttle_ms <= 1000)
+    finally:
+        _set_quota(brokers, "grower", "controller_mutation_rate", None)
+        for process in brokers.values():
+            with WireClient(process.bootstrap) as client:
+                _delete_topics(["kip599-grow-a", "kip599-grow-b"], 6)(client)
+    assert_same(observed)
+    assert observed["kafka"] == ([("kip599-grow-a", 0, None)], [("kip599-grow-b", 89, None)], True)
