@@ -253,6 +253,21 @@ def test_a_cluster_follows_quotas_altered_on_any_broker(zookeeper, tmp_path):
         assert sorted(_zookeeper_nodes(cluster.connect, ["/config/users/alice"])["/config/users/alice"]["config"]) == [
             "SCRAM-SHA-256", "SCRAM-SHA-512"]
         assert until(lambda: _described(first.bootstrap) == expected.splitlines(keepends=True)[0], timeout=1.0)
+        # Announcements are deleted once 15 minutes old (here: as seen 16 minutes from now); the quotas stay.
+        from kazoo.client import KazooClient
+
+        from trafka.broker.cluster.quotas import purge_announcements
+
+        hosts, _, chroot = cluster.connect.partition("/")
+        client = KazooClient(hosts=f"{hosts}/{chroot}")
+        client.start(timeout=10)
+        try:
+            assert purge_announcements(client, int(time.time() * 1000) + 16 * 60 * 1000) >= 4
+            assert client.get_children("/config/changes") == []
+        finally:
+            client.stop()
+            client.close()
+        assert _described(third.bootstrap) == expected.splitlines(keepends=True)[0]
     finally:
         cluster.close()
 

@@ -10,11 +10,13 @@ Sanitizer does), each node ``{"version":1,"config":{"producer_byte_rate":"104857
 announced by a ``/config/changes/config_change_<seq>`` node naming its ``entity_path`` (``users/alice``,
 ``users/alice/clients/app``, ``clients/app``, ``ips/10.0.0.1``). Every broker watches the announcements and
 reads the quotas again when one comes: a quota altered on one broker is enforced by all of them at once.
+Announcements older than 15 minutes are deleted then, as Kafka's brokers delete them.
 """
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 import trio
 from kazoo.client import KazooClient
@@ -43,6 +45,8 @@ DEFAULT = "<default>"
 _QUOTA_KEYS = {**CLIENT_QUOTA_KEYS, **IP_QUOTA_KEYS}
 #: How often the quotas are read again even without an announcement (a missed watch costs at most this).
 REREAD_INTERVAL_S = 30.0
+#: Announcements older than this are deleted when the quotas are read (Kafka's changeExpirationMs, 15 minutes).
+ANNOUNCEMENT_EXPIRY_MS = 15 * 60 * 1000
 
 
 def _name(name: str | None, sanitized: bool = True) -> str:
@@ -133,6 +137,26 @@ def read_quotas(client: KazooClient) -> dict[Entity, dict[str, float]]:
     return configs
 
 
+def purge_announcements(client: KazooClient, now_ms: int, expiry_ms: int = ANNOUNCEMENT_EXPIRY_MS) -> int:
+    """Delete the ``/config/changes`` announcements older than ``expiry_ms``, as Kafka's brokers purge them (every
+    broker may: one already gone is skipped). Returns how many were deleted (blocking: from a worker thread)."""
+    deleted = 0
+    try:
+        children = client.get_children(CONFIG_CHANGES)
+    except NoNodeError:
+        return 0
+    for child in children:
+        path = f"{CONFIG_CHANGES}/{child}"
+        try:
+            stat = client.exists(path)
+            if stat is not None and now_ms - stat.ctime > expiry_ms:
+                client.delete(path)
+                deleted += 1
+        except NoNodeError:
+            continue
+    return deleted
+
+
 def write_quotas(client: KazooClient, changes: dict[Entity, dict[str, float]]) -> None:
     """Replace the quotas of each entity in ``changes`` (an empty mapping removes them), keeping the node's other
     settings (a user's SCRAM credentials), and announce each change (blocking: from a worker thread)."""
@@ -207,9 +231,11 @@ class ClusterQuotas:
 
     async def _read(self) -> None:
         async with self._lock:
-            configs = await trio.to_thread.run_sync(read_quotas, self.cluster.client)
+            client = self.cluster.client
+            configs = await trio.to_thread.run_sync(read_quotas, client)
             if configs != self.quotas.configs:
                 self.quotas.update(configs)
+            await trio.to_thread.run_sync(purge_announcements, client, int(time.time() * 1000))
 
     async def alter(self, alterations: list[Alteration], validate_only: bool) -> list[AlterResult]:
         async with self._lock:
