@@ -330,7 +330,7 @@ def test_consumers_held_to_consumer_byte_rate(brokers):
                     break
                 except BufferError:
                     producer.poll(0.05)
-        assert producer.flush(60) == 0
+        assert producer.flush(120) == 0, f"{process!r}: the topic could not be filled"
     for client in ("rate-librdkafka-consumer", "rate-java-consumer"):
         _set_quota(brokers, client, "consumer_byte_rate", QUOTA)
     time.sleep(1)
@@ -355,7 +355,7 @@ def test_consumers_held_to_consumer_byte_rate(brokers):
     for name, rate in rates.items():
         assert 0.4 * QUOTA <= rate <= 1.1 * QUOTA, (name, rates)
     for client in ("librdkafka", "java"):
-        assert abs(rates[f"trafka {client}"] - rates[f"kafka {client}"]) <= 0.25 * QUOTA, rates
+        assert abs(rates[f"trafka {client}"] - rates[f"kafka {client}"]) <= 0.35 * QUOTA, rates
 
 
 # -- controller mutations (KIP-599) ----------------------------------------------------------------------------
