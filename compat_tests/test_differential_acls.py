@@ -159,7 +159,12 @@ def delete_filter(**fields) -> Filter:
 
 
 def delete(client: WireClient, *filters: Filter, version: int = 3):
+    """Delete what the filters match; answered once nothing deleted is described any more (Kafka's broker
+    applies the deletions a moment after DeleteAcls answers)."""
     response = client.request(DeleteAclsRequest(filters=list(filters)), version)
+    deleted = {(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation, m.permission_type)
+               for r in response.filter_results for m in r.matching_acls if m.error_code == 0}
+    _until(client, lambda described: not deleted & set(described))
     return [(r.error_code, r.error_message, sorted(
         (m.error_code, m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
          m.permission_type) for m in r.matching_acls)) for r in response.filter_results]

@@ -114,7 +114,7 @@ def test_a_traceback_in_the_log_is_tied_to_the_frame_sent_on_its_connection(corp
 
 
 def test_sasl_mutants_are_deterministic_and_meet_the_listener_in_every_scenario(corpus) -> None:
-    assert not sasl_frames_complete(corpus), "run python -m compat_tests.fuzz.capture --only-sasl --merge"
+    assert not sasl_frames_complete(corpus), "run python -m compat_tests.fuzz.capture --only sasl --merge"
     first = [sasl_mutant(corpus, SEED, index) for index in range(2000)]
     assert [sasl_mutant(corpus, SEED, index) for index in (0, 7, 1999)] == [first[0], first[7], first[1999]]
     assert [m.prelude + m.data for m in first[:50]] != [

@@ -29,12 +29,15 @@ recorded). The admin clients that have them (confluent-kafka, kafka-python, the 
 AlterUserScramCredentials, describe users with DescribeUserScramCredentials, have refused alterations
 answered, log in as the new user and delete it.
 
-``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by
-default TRANSACTION_APIS and SASL_APIS, those of the steps run): the capture is not deterministic (topic
-names, timestamps, nonces, salts), so a full run rewrites every frame. ``--only-transactions`` runs the
-transaction steps only, ``--only-sasl`` the SASL steps only: ``python -m compat_tests.fuzz.capture
---only-sasl --merge`` adds frames of SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials and
-AlterUserScramCredentials to the committed corpus.
+ACLs and client quotas: the admin clients that have the APIs create, describe and delete ACLs (confluent-kafka,
+kafka-python) and alter and describe client quotas (the Java ``Admin``).
+
+``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by default
+those of the families of steps run, FAMILIES): the capture is not deterministic (topic names, timestamps,
+nonces, salts), so a full run rewrites every frame. ``--only FAMILY`` runs one family of steps only
+(transactions, sasl, acls, quotas): ``python -m compat_tests.fuzz.capture --only sasl --merge`` adds frames of
+SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials and AlterUserScramCredentials to the committed
+corpus.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ TRANSACTION_APIS = (10, 22, 24, 25, 26, 27, 28, 61, 65, 66)
 SASL_APIS = (17, 36, 50, 51)
 #: DescribeAcls, CreateAcls, DeleteAcls (captured from a broker without an authorizer: the requests are what count).
 ACL_APIS = (29, 30, 31)
+#: DescribeClientQuotas, AlterClientQuotas.
+QUOTA_APIS = (48, 49)
 #: The Java admin client's transaction operations, run from source (java's single-file launcher).
 TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
 TXN_TIMEOUT_MS = 60_000
@@ -1046,6 +1051,31 @@ ACL_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractConte
 }
 
 
+# --------------------------------------------------------------------------------------- client quotas
+# The Java admin client (the only client here that has the quota APIs) sets quotas on users, client ids,
+# their defaults and an address, describes them with strict and loose filters and removes them.
+
+def java_quotas(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    java = JavaClient(bootstrap)
+    entries = [{"entity": [["user", "golden-user"], ["client-id", "golden-app"]],
+                "ops": [["producer_byte_rate", 65536], ["request_percentage", 25.0]]},
+               {"entity": [["client-id", None]], "ops": [["consumer_byte_rate", 1048576]]},
+               {"entity": [["ip", "10.0.0.7"]], "ops": [["connection_creation_rate", 3]]}]
+    with step("client quotas: alter, describe, remove"):
+        java.call("alter_client_quotas", entries=entries)
+        java.call("alter_client_quotas", entries=entries[:1], validate_only=True)
+        java.call("describe_client_quotas", components=[["user", "exact", "golden-user"]])
+        java.call("describe_client_quotas", components=[["client-id", "specified"]], strict=True)
+        java.call("describe_client_quotas", components=[["client-id", "default"]])
+        java.call("alter_client_quotas", entries=[
+            {"entity": entry["entity"], "ops": [[key, None] for key, _ in entry["ops"]]} for entry in entries])
+
+
+QUOTA_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "java": java_quotas,
+}
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -1053,6 +1083,15 @@ SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextMa
     "kafkajs": kafkajs,
     "kcat": kcat,
     "java": java,
+}
+
+#: The families of steps each client runs after its main scenario (``--only`` runs one of them alone): their
+#: scenarios by client, whether they speak to the SASL listener, and the APIs ``--merge`` adds for them.
+FAMILIES: dict[str, tuple[dict, bool, tuple[int, ...]]] = {
+    "transactions": (TRANSACTION_SCENARIOS, False, TRANSACTION_APIS),
+    "sasl": (SASL_SCENARIOS, True, SASL_APIS),
+    "acls": (ACL_SCENARIOS, False, ACL_APIS),
+    "quotas": (QUOTA_SCENARIOS, False, QUOTA_APIS),
 }
 
 
@@ -1111,10 +1150,10 @@ def merge(committed: list[GoldenFrame], frames: list[GoldenFrame], api_keys: set
     return committed + select(fresh)
 
 
-def capture(clients: list[str], *, work_dir: Path, only_transactions: bool = False,
-            only_sasl: bool = False, only_acls: bool = False) -> list[GoldenFrame]:
-    """Run the clients' scenarios against a broker with a PLAINTEXT and a SASL_PLAINTEXT listener, each
-    behind a recording proxy; returns the frames recorded, in order."""
+def capture(clients: list[str], *, work_dir: Path, only: str | None = None) -> list[GoldenFrame]:
+    """Run the clients' scenarios (``only``: the steps of that family of FAMILIES alone) against a broker with
+    a PLAINTEXT and a SASL_PLAINTEXT listener, each behind a recording proxy; returns the frames recorded, in
+    order."""
     frames: list[GoldenFrame] = []
     proxy, sasl_proxy = RecordingProxy(frames), RecordingProxy(frames)
     data_dir = work_dir / "data"
@@ -1146,14 +1185,11 @@ def capture(clients: list[str], *, work_dir: Path, only_transactions: bool = Fal
                     print(f"  {name}: {what}: {time.monotonic() - started:.1f} s", file=sys.stderr)
 
             print(f"{name}:", file=sys.stderr)
-            if not only_transactions and not only_sasl and not only_acls:
+            if only is None:
                 SCENARIOS[name](bootstrap, step)
-            if name in TRANSACTION_SCENARIOS and not only_sasl and not only_acls:
-                TRANSACTION_SCENARIOS[name](bootstrap, step)
-            if name in SASL_SCENARIOS and not only_transactions and not only_acls:
-                SASL_SCENARIOS[name](sasl_bootstrap, step)
-            if name in ACL_SCENARIOS and not only_transactions and not only_sasl:
-                ACL_SCENARIOS[name](bootstrap, step)
+            for family, (scenarios, over_sasl, _apis) in FAMILIES.items():
+                if name in scenarios and only in (None, family):
+                    scenarios[name](sasl_bootstrap if over_sasl else bootstrap, step)
             time.sleep(0.5)
     finally:
         proxy.close()
@@ -1168,19 +1204,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CORPUS_PATH)
     parser.add_argument("--clients", nargs="*", default=list(SCENARIOS), choices=list(SCENARIOS))
-    parser.add_argument("--only-transactions", action="store_true",
-                        help="run the transaction steps of each client only")
-    parser.add_argument("--only-sasl", action="store_true",
-                        help="run the SASL steps of each client only (logins, SCRAM user administration)")
+    parser.add_argument("--only", choices=list(FAMILIES),
+                        help="run one family of steps of each client only: transactions, sasl (logins, SCRAM user "
+                             "administration), acls (CreateAcls, DescribeAcls, DeleteAcls) or quotas "
+                             "(DescribeClientQuotas, AlterClientQuotas)")
     parser.add_argument("--merge", nargs="*", type=int, metavar="API_KEY",
                         help="keep the frames of --out as they are and add the new frames of these api keys "
-                             f"(none given: the transaction APIs, {' '.join(map(str, TRANSACTION_APIS))}, and the "
-                             f"SASL APIs, {' '.join(map(str, SASL_APIS))}; only those of the steps run)")
-    parser.add_argument("--only-acls", action="store_true",
-                        help="run the ACL steps of each client only (CreateAcls, DescribeAcls, DeleteAcls)")
+                             "(none given: the APIs of the families of steps run, "
+                             + "; ".join(f"{family} {' '.join(map(str, apis))}"
+                                         for family, (_, _, apis) in FAMILIES.items()) + ")")
     args = parser.parse_args(argv)
-    if args.only_sasl + args.only_transactions + args.only_acls > 1:
-        parser.error("--only-sasl, --only-transactions and --only-acls exclude each other")
     committed = load_corpus(args.out) if args.merge is not None else []
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -1188,11 +1221,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="trafka-capture-") as work_dir:
-        frames = capture(args.clients, work_dir=Path(work_dir), only_transactions=args.only_transactions,
-                         only_sasl=args.only_sasl, only_acls=args.only_acls)
+        frames = capture(args.clients, work_dir=Path(work_dir), only=args.only)
     if args.merge is not None:
-        default = ACL_APIS if args.only_acls else (
-            (() if args.only_sasl else TRANSACTION_APIS) + (() if args.only_transactions else SASL_APIS + ACL_APIS))
+        default = {api for family, (_, _, apis) in FAMILIES.items() if args.only in (None, family) for api in apis}
         corpus = merge(committed, frames, set(args.merge or default))
     else:
         corpus = select(frames)
