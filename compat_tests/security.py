@@ -189,6 +189,33 @@ class IdentityProvider:
         self._server.server_close()
 
 
+async def aiokafka_round_trip(settings: dict, topic: str, values: list[bytes]) -> list[bytes]:
+    """``values`` produced to ``topic`` with aiokafka's ``settings``, then read back from the start by a consumer
+    group (its offsets committed): the values read."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    producer = AIOKafkaProducer(**settings)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send(topic, value)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest", **settings)
+    await consumer.start()
+    received: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(received) < len(values) and time.monotonic() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=200)).values():
+                received += [record.value for record in batch]
+        await consumer.commit()
+    finally:
+        await consumer.stop()
+    return received
+
+
 class SecureKafkajs(KafkajsClient):
     """kafkajs through driver.js with `ssl` and `sasl` settings (driver.js passes them to kafkajs)."""
 

@@ -49,6 +49,7 @@ from compat_tests.harness import BrokerProcess
 from compat_tests.security import (
     OAUTH_JAAS,
     IdentityProvider,
+    aiokafka_round_trip,
     free_port,
     jwk_of,
     jwks_json,
@@ -237,35 +238,11 @@ def _aiokafka_settings(oidc: OidcBroker, listener: str, make=token) -> dict:
     return settings
 
 
-async def _aiokafka_round_trip(settings: dict, topic: str, values: list[bytes]) -> list[bytes]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    producer = AIOKafkaProducer(**settings)
-    await producer.start()
-    try:
-        for value in values:
-            await producer.send(topic, value)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest", **settings)
-    await consumer.start()
-    received: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(received) < len(values) and time.monotonic() < deadline:
-            for batch in (await consumer.getmany(timeout_ms=200)).values():
-                received += [record.value for record in batch]
-    finally:
-        await consumer.stop()
-    return received
-
-
 @pytest.mark.parametrize("listener", LISTENERS)
 def test_aiokafka_produces_and_consumes_in_a_group(oidc, topic, listener):
     name, values = topic(), _values(10, "aiokafka")
     settings = _aiokafka_settings(oidc, listener)
-    assert asyncio.run(asyncio.wait_for(_aiokafka_round_trip(settings, name, values), 60)) == values
+    assert asyncio.run(asyncio.wait_for(aiokafka_round_trip(settings, name, values), 60)) == values
 
 
 # --------------------------------------------------------------------------------------- kafkajs
@@ -495,13 +472,13 @@ def test_a_key_the_provider_starts_using_is_picked_up(oidc, topic):
         assert oidc.idp.jwks_fetches > fetches
         name, values = topic(), _values(5, "rotated")
         assert asyncio.run(asyncio.wait_for(
-            _aiokafka_round_trip(_aiokafka_settings(oidc, "URL", rotated), name, values), 60)) == values
+            aiokafka_round_trip(_aiokafka_settings(oidc, "URL", rotated), name, values), 60)) == values
         assert any(REFUSAL in m for m in _refuse(oidc, "FILE", rotated, handler))
         oidc.jwks_file.write_text(oidc.idp.jwks)
         os.utime(oidc.jwks_file, (time.time() + 5, time.time() + 5))  # a modification time of its own
         name, values = topic(), _values(5, "rotated-file")
         assert asyncio.run(asyncio.wait_for(
-            _aiokafka_round_trip(_aiokafka_settings(oidc, "FILE", rotated), name, values), 60)) == values
+            aiokafka_round_trip(_aiokafka_settings(oidc, "FILE", rotated), name, values), 60)) == values
 
 
 @pytest.mark.parametrize("missing", ["jwks-file", "audience"])

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,12 +37,13 @@ from confluent_kafka import Producer
 from compat_tests.clients import ClientError, JavaDriver, Message
 from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.security import (
-    SecureJava,
-    SecureKafkajs,
     MECHANISMS,
     OAUTH_JAAS,
     PLAIN_JAAS,
+    SecureJava,
+    SecureKafkajs,
     add_scram_users,
+    aiokafka_round_trip,
     free_port,
     java_jaas,
     round_trip,
@@ -173,37 +173,12 @@ def _aiokafka_settings(secure: SecureBroker, listener: str, mechanism: str | Non
     return settings
 
 
-async def _aiokafka_round_trip(settings: dict, topic: str, values: list[bytes]) -> list[bytes]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    producer = AIOKafkaProducer(**settings)
-    await producer.start()
-    try:
-        for value in values:
-            await producer.send(topic, value)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest", **settings)
-    await consumer.start()
-    received: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(received) < len(values) and time.monotonic() < deadline:
-            for batch in (await consumer.getmany(timeout_ms=200)).values():
-                received += [record.value for record in batch]
-        await consumer.commit()
-    finally:
-        await consumer.stop()
-    return received
-
-
 @pytest.mark.parametrize("way", WAYS_IN, ids=_way_id)
 def test_aiokafka_produces_and_consumes_in_a_group(secure, topic, way):
     listener, mechanism = way
     name, values = topic(), _values(10, "aiokafka")
     settings = _aiokafka_settings(secure, listener, mechanism)
-    assert asyncio.run(asyncio.wait_for(_aiokafka_round_trip(settings, name, values), 60)) == values
+    assert asyncio.run(asyncio.wait_for(aiokafka_round_trip(settings, name, values), 60)) == values
 
 
 @pytest.mark.parametrize("listener, mechanism, password, logged", [
