@@ -276,6 +276,17 @@ def read_setting(props: Mapping[str, str], definition: ConfigDef, default: Any) 
     return value
 
 
+def broker_setting(props: Mapping[str, str], name: str, *, key: str | None = None) -> Any:
+    """The broker setting ``name`` of the catalog, read from ``props`` by its type and checked against its bounds;
+    its default where it is not set. ``key``: the property holding it, when that is not ``name`` itself (a
+    listener's own ``listener.name.<l>.<name>``); the default is then the catalog's too. ConfigError names the
+    property."""
+    definition = BROKER_CONFIG_DEFS[name]
+    if key is not None and key != name:
+        definition = dataclasses.replace(definition, name=key)
+    return read_setting(props, definition, definition.default)
+
+
 def _default(name: str) -> Any:
     return BROKER_CONFIG_DEFS[name].default
 

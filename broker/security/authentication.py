@@ -35,7 +35,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from trafka.broker.config import LISTENER_PREFIX, ConfigError, ListenerConfig, listener_settings
+from trafka.broker.config import LISTENER_PREFIX, ConfigError, ListenerConfig, broker_setting, listener_settings
 from trafka.wire.protocol import ApiKey
 
 if TYPE_CHECKING:  # the SASL machinery is imported when a SASL listener is configured
@@ -125,8 +125,8 @@ def listener_sasl(properties: Mapping[str, str], listener: ListenerConfig,
     context = SaslServerContext(plain_users=plain_users, scram_credentials=credentials.get, oauthbearer=oauthbearer)
     return ListenerSasl(
         listener.name, tuple(enabled), context,
-        max_reauth_ms=_non_negative(settings, "connections.max.reauth.ms", 0),
-        failed_authentication_delay_ms=_non_negative(settings, "connection.failed.authentication.delay.ms", 100),
+        max_reauth_ms=broker_setting(settings, "connections.max.reauth.ms"),
+        failed_authentication_delay_ms=broker_setting(settings, "connection.failed.authentication.delay.ms"),
         jwks_refreshers=refreshers,
     )
 
@@ -278,19 +278,6 @@ def refresh_verification_keys(settings: Mapping[str, ListenerSasl], nursery: tri
     for listener_sasl_settings in settings.values():
         for refresher in listener_sasl_settings.jwks_refreshers:
             nursery.start_soon(refresher.run)
-
-
-def _non_negative(settings: Mapping[str, str], name: str, default: int) -> int:
-    value = settings.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise ConfigError(f"{name}={value!r}: expected an integer") from None
-    if number < 0:
-        raise ConfigError(f"{name}={value}: must not be negative")
-    return number
 
 
 class AuthState(enum.Enum):

@@ -49,21 +49,6 @@ class Verdict(enum.Enum):
     THROTTLE = "throttle"
 
 
-def _int_setting(properties: Mapping[str, str], name: str, default: int = UNLIMITED) -> int:
-    from trafka.broker.config import ConfigError
-
-    raw = str(properties.get(name, "")).strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected an integer") from None
-    if value < 0:
-        raise ConfigError(f"{name}={raw}: must not be negative")
-    return value
-
-
 def parse_overrides(text: str, resolve: Callable[[str], str] = socket.gethostbyname) -> dict[str, int]:
     """``max.connections.per.ip.overrides``: ``host:count,...`` by resolved address (ConfigError when malformed)."""
     from trafka.broker.config import ConfigError
@@ -95,16 +80,19 @@ class ConnectionQuotas:
         self.clock = clock or monotonic_ms
         self.window_num = window_num
         self.window_ms = window_size_seconds * 1000
-        self.max_connections = _int_setting(properties, "max.connections")
-        self.max_per_ip = _int_setting(properties, "max.connections.per.ip")
+        from trafka.broker.config import broker_setting
+
+        self.max_connections = broker_setting(properties, "max.connections")
+        self.max_per_ip = broker_setting(properties, "max.connections.per.ip")
         self.per_ip_overrides = parse_overrides(str(properties.get("max.connections.per.ip.overrides", "")), resolve)
-        self.max_rate = _int_setting(properties, "max.connection.creation.rate")
+        self.max_rate = broker_setting(properties, "max.connection.creation.rate")
         self.listener_max: dict[str, int] = {}
         self.listener_rate: dict[str, int] = {}
         for name in listeners:
             prefix = f"listener.name.{name.lower()}."
-            self.listener_max[name] = _int_setting(properties, prefix + "max.connections")
-            self.listener_rate[name] = _int_setting(properties, prefix + "max.connection.creation.rate")
+            self.listener_max[name] = broker_setting(properties, "max.connections", key=prefix + "max.connections")
+            self.listener_rate[name] = broker_setting(properties, "max.connection.creation.rate",
+                                                      key=prefix + "max.connection.creation.rate")
         self.protected = inter_broker_listener if len(listeners) > 1 else None
         self.client_quotas = client_quotas
         self._resolve = resolve

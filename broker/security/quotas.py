@@ -618,26 +618,15 @@ class ClientQuotas:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str], clock: Callable[[], int] | None = None) -> ClientQuotas:
         """The broker's quotas with its ``quota.window.num`` and ``quota.window.size.seconds`` (each at least 1)."""
-        from trafka.broker.config import ConfigError
+        from trafka.broker.config import broker_setting
 
-        def at_least_one(name: str, default: int) -> int:
-            raw = str(properties.get(name, "")).strip()
-            if not raw:
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r}: expected an integer") from None
-            if value < 1:
-                raise ConfigError(f"{name}={raw}: must be at least 1")
-            return value
-        quotas = cls(window_num=at_least_one("quota.window.num", DEFAULT_WINDOW_NUM),
-                     window_size_seconds=at_least_one("quota.window.size.seconds", DEFAULT_WINDOW_SIZE_SECONDS),
+        quotas = cls(window_num=broker_setting(properties, "quota.window.num"),
+                     window_size_seconds=broker_setting(properties, "quota.window.size.seconds"),
                      clock=clock)
         # The controller mutation quota has windows of its own, as on Kafka.
-        quotas.controller_mutation.window_num = at_least_one("controller.quota.window.num", DEFAULT_WINDOW_NUM)
-        quotas.controller_mutation.window_size_seconds = at_least_one("controller.quota.window.size.seconds",
-                                                                      DEFAULT_WINDOW_SIZE_SECONDS)
+        quotas.controller_mutation.window_num = broker_setting(properties, "controller.quota.window.num")
+        quotas.controller_mutation.window_size_seconds = broker_setting(properties,
+                                                                        "controller.quota.window.size.seconds")
         return quotas
 
     def update(self, configs: Configs) -> None:

@@ -143,9 +143,10 @@ def test_zk_paths():
 def test_store_set_get_delete_list_persist_and_reload(tmp_path):
     store = ScramCredentialStore.load(tmp_path)
     assert store.list() == {} and store.get("alice", c.SCRAM_SHA_256) is None
-    cred = c.from_password(c.SCRAM_SHA_256, "pw", 4096)
+    # A password base64 cannot spell (a space, a "!"), so that finding it in the file means it was stored.
+    cred = c.from_password(c.SCRAM_SHA_256, "a secret!", 4096)
     store.set("alice", c.SCRAM_SHA_256, cred)
-    store.set("bob", c.SCRAM_SHA_512, c.from_password(c.SCRAM_SHA_512, "pw", 8192))
+    store.set("bob", c.SCRAM_SHA_512, c.from_password(c.SCRAM_SHA_512, "a secret!", 8192))
     assert store.get("alice", c.SCRAM_SHA_256) == cred
     assert store.get("alice", c.SCRAM_SHA_512) is None
     assert store.list() == {"alice": {c.SCRAM_SHA_256: 4096}, "bob": {c.SCRAM_SHA_512: 8192}}
@@ -153,7 +154,7 @@ def test_store_set_get_delete_list_persist_and_reload(tmp_path):
     path = tmp_path / c.CREDENTIALS_FILE
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert not (tmp_path / (c.CREDENTIALS_FILE + ".tmp")).exists()
-    assert b"pw" not in path.read_bytes()
+    assert b"a secret!" not in path.read_bytes()
 
     reloaded = ScramCredentialStore.load(tmp_path)
     assert reloaded.get("alice", c.SCRAM_SHA_256) == cred and reloaded.list() == store.list()
