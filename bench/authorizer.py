@@ -41,29 +41,21 @@ Reported: records/s and MB/s per broker and configuration, the cores the broker 
 each broker's authorizer figures as a ratio of its own no-authorizer figures (of the medians, and round by
 round: a round runs both configurations seconds apart), trafka/kafka per
 configuration, and the time one check of trafka's authorizer takes with these ACLs (timed in the
-harness's process, ``trafka_check_us``). Results: ``bench/results/<date>-authorizer.json`` and ``.md`` (``-authorizer-quick`` for
-``--quick``).
+harness's process, ``trafka_check_us``). Results: ``bench/results/<date>-authorizer.json`` and ``.md``
+(``-authorizer-quick`` for ``--quick``).
 """
 from __future__ import annotations
 
-import argparse
 import collections
-import datetime
-import json
-import os
-import signal
-import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import brokers, machine
-from bench.common import RESULTS_DIR, Progress, in_turns, lookup, size_label, write_results
-from bench.workloads import _workload_result
+from bench import brokers, common, variants
+from bench.common import Progress, lookup, size_label
+from bench.variants import num as _num
 
-WORKLOAD_TIMEOUT_S = 400.0
 ADMIN_TIMEOUT_S = 60.0
 SUPPORTED = ("trafka", "kafka")
 CONFIGURATIONS = ("none", "acls")
@@ -88,16 +80,7 @@ ACL_COUNT = 1000
 CHECK_LOG_LEVEL = 2
 
 
-@dataclass(frozen=True)
-class AuthorizerPlan:
-    mode: str
-    size: int  # record size, bytes
-    count: int  # records per produce run and per consume run
-    repeats: int  # rounds of each workload; the table shows the median
-    warmup_count: int  # records produced to each (broker, configuration) before anything is measured
-    acks: str = "1"
-    partitions: int = 1
-
+AuthorizerPlan = variants.Plan
 
 # 11 rounds: one check costs microseconds against a millisecond or more per request, so the difference sought is
 # far inside the run-to-run spread of a shared 2-core machine, and a run takes about a second.
@@ -212,21 +195,12 @@ def trafka_check_us(acls: list[Acl], checks: int = 20_000) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The client process: the main benchmark's workload, as the client user over SASL_PLAINTEXT.
+# The client process (common.main_workload): the main benchmark's workload, as the client user over
+# SASL_PLAINTEXT.
 
 
-def client_workload(p: dict[str, Any]) -> dict[str, Any]:
-    from bench import workloads
-
-    return workloads.WORKLOADS[p["workload"]](p)
-
-
-def run_workload(params: dict[str, Any], timeout: float = WORKLOAD_TIMEOUT_S) -> dict[str, Any]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.authorizer", "--workload", json.dumps(params)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    return _workload_result(process, timeout)
+def run_workload(params: dict[str, Any], timeout: float = common.WORKLOAD_TIMEOUT_S) -> dict[str, Any]:
+    return common.run_workload("bench.authorizer", params, timeout)
 
 
 def client_config(user: str = USER, password: str = PASSWORD) -> dict[str, str]:
@@ -381,27 +355,10 @@ class Subject:
 
 
 def run(plan: AuthorizerPlan, subjects: list[Subject], progress: Progress) -> None:
-    def produce(count: int) -> dict[str, Any]:
-        return {"workload": "produce", "count": count, "size": plan.size, "acks": plan.acks}
-
-    # 0. Warm-up, one after another.
-    for s in subjects:
-        result = s.run(produce(plan.warmup_count))
-        s.results["warmup"] = result
-        progress.step(s.name, f"warm-up: produce {plan.warmup_count:,}, {LABELS[s.configuration]}", result)
-
-    # 1. Produce, 2. consume: every (broker, configuration) in turns.
-    for section, params in (
-        ("produce", produce(plan.count)),
-        ("consume", {"workload": "consume", "count": plan.count, "size": plan.size, "partitions": plan.partitions}),
-    ):
-        def one(s: Subject) -> dict[str, Any]:
-            result = s.run(params)
-            progress.step(s.name, f"{section} {plan.count:,} x {size_label(plan.size)}, {LABELS[s.configuration]}",
-                          result)
-            return result
-
-        for s, result in in_turns(subjects, plan.repeats, one).items():
+    measured = variants.measure(plan, subjects, lambda s, params: s.run(params), name=lambda s: s.name,
+                                label=lambda s: f", {LABELS[s.configuration]}", progress=progress)
+    for section, results in measured.items():
+        for s, result in results.items():
             s.results[section] = result
 
 
@@ -419,70 +376,29 @@ def derive(by_broker: dict[str, dict[str, Any]]) -> dict[str, Any]:
             # seconds apart, so a slow spell of the machine moves both of a round's figures.
             rounds = [a / n if a and n else None for a, n in zip(
                 lookup(results, ("acls", section, "runs_records_per_s")) or [],
-                lookup(results, ("none", section, "runs_records_per_s")) or [])]
+                lookup(results, ("none", section, "runs_records_per_s")) or [], strict=False)]
             known = sorted(r for r in rounds if r is not None)
             per_round[section] = {"ratios": [round(r, 3) if r is not None else None for r in rounds],
                                   "median": known[len(known) // 2] if known else None}
-    versus: dict[str, Any] = {}
-    if "trafka" in by_broker and "kafka" in by_broker:
-        for section in ("produce", "consume"):
-            for configuration in CONFIGURATIONS:
-                t = lookup(by_broker["trafka"], (configuration, section, "records_per_s"))
-                k = lookup(by_broker["kafka"], (configuration, section, "records_per_s"))
-                versus[f"{section} {configuration}"] = t / k if t and k else None
-    return versus
+    return variants.trafka_over_kafka(by_broker, CONFIGURATIONS, _where)
+
+
+def _where(section: str, configuration: str) -> tuple[str, ...]:
+    return (configuration, section)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Reporting
 
 
-def _num(value: Any, fmt: str) -> str:
-    return format(value, fmt) if isinstance(value, (int, float)) else "n/a"
-
-
 def report(plan: AuthorizerPlan, document: dict[str, Any]) -> str:
     by_broker: dict[str, dict[str, Any]] = document["results"]
-    versus: dict[str, Any] = document["trafka_over_kafka"]
     names = list(by_broker)
-    both = bool(versus)
     what = (f"{plan.count:,} x {size_label(plan.size)} records, acks={plan.acks}, {plan.partitions} partition, "
             f"over SASL_PLAINTEXT (PLAIN) as {PRINCIPAL}, median of {plan.repeats} run{'s' if plan.repeats > 1 else ''}"
             " in turns")
-    m = document["machine"]
-    lines = [
-        f"Authorizer, {document['started_at']} ({document['duration_s']:.0f} s), `{document['command']}`: {what}; "
-        f"load average (1 min) {m['load_average_before'][0]:.2f} before, {m['load_average_after'][0]:.2f} after, "
-        f"on {m['cpu_cores']} cores",
-        "",
-    ]
-    header = ["", *names, *(["trafka/kafka"] if both else [])]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for section in ("produce", "consume"):
-        for configuration in CONFIGURATIONS:
-            cells = []
-            for n in names:
-                r = lookup(by_broker[n], (configuration, section)) or {}
-                cells.append(f"{_num(r.get('records_per_s'), ',.0f')} rec/s, {_num(r.get('mb_per_s'), '.1f')} MB/s"
-                             if "records_per_s" in r else "n/a")
-            if both:
-                cells.append(f"{_num(versus.get(f'{section} {configuration}'), '.2f')}x")
-            lines.append(f"| **{section}, {LABELS[configuration]}** | " + " | ".join(cells) + " |")
-        for configuration in CONFIGURATIONS:
-            cells = []
-            for n in names:
-                r = lookup(by_broker[n], (configuration, section)) or {}
-                cells.append(f"{_num(r.get('broker_cores'), '.2f')} / {_num(r.get('client_cores'), '.2f')}")
-            lines.append(f"| {section}, {LABELS[configuration]}: cores busy, broker / client | " + " | ".join(cells)
-                         + (" | |" if both else " |"))
-        if section == "consume":
-            for configuration in CONFIGURATIONS:
-                cells = []
-                for n in names:
-                    first = lookup(by_broker[n], (configuration, section, "first_record_s"))
-                    cells.append(f"{first * 1000:.0f} ms" if isinstance(first, (int, float)) else "n/a")
-                lines.append(f"| consume, {LABELS[configuration]}: consumer created to first record | "
-                             + " | ".join(cells) + (" | |" if both else " |"))
+    lines = variants.heading("Authorizer", document, what)
+    lines += variants.throughput_table(document, CONFIGURATIONS, LABELS.__getitem__, _where)
 
     lines += ["", "Each broker's figures with the authorizer and 1,000 ACLs over its own figures without an "
               "authorizer (records/s; 1.00 = the authorizer costs nothing):",
@@ -554,33 +470,21 @@ def settings(plan: AuthorizerPlan, acls: list[Acl], names: list[str]) -> dict[st
         "order": f"both configurations of every broker started first; warm-up of {plan.warmup_count:,} records each, "
                  f"not counted; then produce and consume rounds over every (broker, configuration) in turns "
                  f"({plan.repeats} round(s), median)",
-        "trafka": "python -m trafka --port 0 --data-dir <tmp> --log-level WARNING --override listeners=... "
-                  "(bench.brokers.with_listeners)",
-        "kafka": brokers.kafka_settings(),
+        **variants.broker_settings(),
     }
 
 
 def main(argv: list[str] | None = None, quick: bool = False, output: Path | None = None,
          brokers_arg: str = ",".join(SUPPORTED)) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench --authorizer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", default=quick)
-    parser.add_argument("--output", type=Path, default=output)
-    parser.add_argument("--brokers", default=brokers_arg, help="comma-separated: trafka,kafka")
-    parser.add_argument("--workload", help=argparse.SUPPRESS)  # a client process: JSON params
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
-    if args.workload:
-        print(json.dumps(client_workload(json.loads(args.workload))), flush=True)
-        return 0
-    plan = QUICK if args.quick else FULL
     notes: list[str] = []
-    names = brokers.ready_to_run([n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED], notes)
-    if not names:
-        parser.error("no broker to run: --brokers takes trafka, kafka")
+    parsed = common.parse_mode("python -m bench --authorizer", __doc__, argv, quick, output, brokers_arg, SUPPORTED,
+                               notes)
+    if parsed is None:
+        return 0
+    args, names = parsed
+    plan = QUICK if args.quick else FULL
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    started = time.perf_counter()
-    load_before = os.getloadavg()
+    start = common.RunStart()
     acls = acl_bindings()
     progress = Progress(len(names) * len(CONFIGURATIONS) * (1 + 2 * plan.repeats))
     live: list[brokers.BrokerProcess] = []
@@ -596,42 +500,24 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
                 subjects.append(subject)
         run(plan, subjects, progress)
         for s in subjects:
-            s.results["rss_mb"] = s.broker.rss_mb()
-            output_tail = [line for line in s.broker.log_path.read_text(errors="replace").splitlines()
-                           if line.strip() and "ready" not in line][-50:]
-            s.results["shutdown_s"] = s.broker.stop()
-            live.remove(s.broker)
+            output_tail = common.stop_broker(s.broker, live, s.results)
             by_broker.setdefault(s.name, {"version": versions[s.name]})[s.configuration] = {
                 **s.results, "broker_output_tail": output_tail}
     except KeyboardInterrupt:
-        print("\nbench: interrupted; brokers stopped, temp dirs removed, nothing written", file=sys.stderr)
-        return 130
+        return common.interrupted()
     finally:
-        for broker in live:
-            broker.stop()
+        common.stop_all(live)
     by_broker = {n: by_broker[n] for n in names if n in by_broker}
     versus = derive(by_broker)
     document = {
-        "mode": plan.mode,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - started, 1),
-        "command": "python -m bench --authorizer" + (" --quick" if args.quick else ""),
-        "machine": {**machine.describe(versions),
-                    # Other work on the machine (1, 5, 15 minute load averages): on 2 cores, anything above
-                    # about 2 at the end means the figures shared the cores with something else.
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
-        "plan": asdict(plan),
+        **start.document(plan, "python -m bench --authorizer" + (" --quick" if args.quick else ""), versions),
         "settings": settings(plan, acls, names),
         "notes": notes,
         "results": by_broker,
         "trafka_over_kafka": versus,
         **({"trafka_authorize_us": trafka_check_us(acls)} if "trafka" in names else {}),
     }
-    text = report(plan, document)
-    print(text)
-    output_path = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
-    write_results(output_path, document, text)
+    common.publish(document, report(plan, document), args.output, start.started_at)
     return 0
 
 

@@ -34,27 +34,19 @@ broker), and trafka/kafka per listener. Results: ``bench/results/<date>-security
 """
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import os
 import shutil
-import signal
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import brokers, machine
-from bench.common import RESULTS_DIR, Progress, in_turns, lookup, size_label, write_results
-from bench.workloads import _workload_result
+from bench import brokers, common, variants
+from bench.common import Progress, lookup, size_label
+from bench.variants import num as _num
 
-WORKLOAD_TIMEOUT_S = 400.0
 SUPPORTED = ("trafka", "kafka")
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 SECURED = ("SSL", "SASL_SSL")
@@ -63,39 +55,18 @@ USER, PASSWORD = "bench", "bench-secret"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
-@dataclass(frozen=True)
-class SecurityPlan:
-    mode: str
-    size: int  # record size, bytes
-    count: int  # records per produce run and per consume run
-    repeats: int  # rounds of each workload; the table shows the median
-    warmup_count: int  # records produced over each listener before anything is measured
-    acks: str = "1"
-    partitions: int = 1
-
-
+SecurityPlan = variants.Plan
 FULL = SecurityPlan(mode="security", size=1024, count=200_000, repeats=5, warmup_count=100_000)
 QUICK = SecurityPlan(mode="security-quick", size=1024, count=50_000, repeats=1, warmup_count=10_000)
 
 
 # ---------------------------------------------------------------------------------------------------
-# The client process: the main benchmark's workload, with the listener's security settings.
+# The client process (common.main_workload): the main benchmark's workload, with the listener's security
+# settings.
 
 
-def client_workload(p: dict[str, Any]) -> dict[str, Any]:
-    """Run ``bench.workloads``' ``p["workload"]`` (produce or consume); its clients take the listener's
-    security settings from ``p["client_config"]``."""
-    from bench import workloads
-
-    return workloads.WORKLOADS[p["workload"]](p)
-
-
-def run_workload(params: dict[str, Any], timeout: float = WORKLOAD_TIMEOUT_S) -> dict[str, Any]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.security", "--workload", json.dumps(params)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    return _workload_result(process, timeout)
+def run_workload(params: dict[str, Any], timeout: float = common.WORKLOAD_TIMEOUT_S) -> dict[str, Any]:
+    return common.run_workload("bench.security", params, timeout)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -181,28 +152,11 @@ class Subject:
 
 def run(plan: SecurityPlan, subjects: list[Subject], progress: Progress) -> None:
     keys = [(s, listener) for listener in LISTENERS for s in subjects]
-
-    def produce(count: int) -> dict[str, Any]:
-        return {"workload": "produce", "count": count, "size": plan.size, "acks": plan.acks}
-
-    # 0. Warm-up, one pair after another.
-    for s, listener in keys:
-        result = s.run(listener, {**produce(plan.warmup_count), "topic": topic_for(listener)})
-        s.results["warmup"][listener] = result
-        progress.step(s.name, f"warm-up: produce {plan.warmup_count:,} over {listener}", result)
-
-    # 1. Produce, 2. consume: every (broker, listener) pair in turns.
-    for section, params in (
-        ("produce", produce(plan.count)),
-        ("consume", {"workload": "consume", "count": plan.count, "size": plan.size, "partitions": plan.partitions}),
-    ):
-        def one(key: tuple[Subject, str]) -> dict[str, Any]:
-            s, listener = key
-            result = s.run(listener, {**params, "topic": topic_for(listener)})
-            progress.step(s.name, f"{section} {plan.count:,} x {size_label(plan.size)} over {listener}", result)
-            return result
-
-        for (s, listener), result in in_turns(keys, plan.repeats, one).items():
+    measured = variants.measure(
+        plan, keys, lambda key, params: key[0].run(key[1], {**params, "topic": topic_for(key[1])}),
+        name=lambda key: key[0].name, label=lambda key: f" over {key[1]}", progress=progress)
+    for section, results in measured.items():
+        for (s, listener), result in results.items():
             s.results[section][listener] = result
 
 
@@ -216,65 +170,24 @@ def derive(by_broker: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for listener in SECURED:
                 secured = lookup(results, (section, listener, "records_per_s"))
                 relative[f"{section} {listener}"] = secured / plain if plain and secured else None
-    versus: dict[str, Any] = {}
-    if "trafka" in by_broker and "kafka" in by_broker:
-        for section in ("produce", "consume"):
-            for listener in LISTENERS:
-                t = lookup(by_broker["trafka"], (section, listener, "records_per_s"))
-                k = lookup(by_broker["kafka"], (section, listener, "records_per_s"))
-                versus[f"{section} {listener}"] = t / k if t and k else None
-    return versus
+    return variants.trafka_over_kafka(by_broker, LISTENERS, _where)
+
+
+def _where(section: str, listener: str) -> tuple[str, ...]:
+    return (section, listener)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Reporting
 
 
-def _num(value: Any, fmt: str) -> str:
-    return format(value, fmt) if isinstance(value, (int, float)) else "n/a"
-
-
 def report(plan: SecurityPlan, document: dict[str, Any]) -> str:
     by_broker: dict[str, dict[str, Any]] = document["results"]
-    versus: dict[str, Any] = document["trafka_over_kafka"]
     names = list(by_broker)
-    both = bool(versus)
     what = (f"{plan.count:,} x {size_label(plan.size)} records, acks={plan.acks}, {plan.partitions} partition, "
             f"median of {plan.repeats} run{'s' if plan.repeats > 1 else ''} in turns")
-    m = document["machine"]
-    lines = [
-        f"Security, {document['started_at']} ({document['duration_s']:.0f} s), `{document['command']}`: {what}; "
-        f"load average (1 min) {m['load_average_before'][0]:.2f} before, {m['load_average_after'][0]:.2f} after, "
-        f"on {m['cpu_cores']} cores",
-        "",
-    ]
-    header = ["", *names, *(["trafka/kafka"] if both else [])]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for section in ("produce", "consume"):
-        for listener in LISTENERS:
-            cells = []
-            for n in names:
-                r = lookup(by_broker[n], (section, listener)) or {}
-                cells.append(f"{_num(r.get('records_per_s'), ',.0f')} rec/s, {_num(r.get('mb_per_s'), '.1f')} MB/s"
-                             if "records_per_s" in r else "n/a")
-            if both:
-                cells.append(f"{_num(versus.get(f'{section} {listener}'), '.2f')}x")
-            lines.append(f"| **{section}, {listener}** | " + " | ".join(cells) + " |")
-        for listener in LISTENERS:
-            cells = []
-            for n in names:
-                r = lookup(by_broker[n], (section, listener)) or {}
-                cells.append(f"{_num(r.get('broker_cores'), '.2f')} / {_num(r.get('client_cores'), '.2f')}")
-            lines.append(f"| {section}, {listener}: cores busy, broker / client | " + " | ".join(cells)
-                         + (" | |" if both else " |"))
-        if section == "consume":
-            for listener in LISTENERS:
-                cells = []
-                for n in names:
-                    first = lookup(by_broker[n], (section, listener, "first_record_s"))
-                    cells.append(f"{first * 1000:.0f} ms" if isinstance(first, (int, float)) else "n/a")
-                lines.append(f"| consume, {listener}: consumer created to first record | " + " | ".join(cells)
-                             + (" | |" if both else " |"))
+    lines = variants.heading("Security", document, what)
+    lines += variants.throughput_table(document, LISTENERS, str, _where)
 
     lines += ["", "Each broker's secured figures over its own PLAINTEXT figure (records/s; 1.00 = TLS costs nothing):",
               "", "| over own PLAINTEXT | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
@@ -325,35 +238,23 @@ def settings(plan: SecurityPlan, properties: dict[str, str]) -> dict[str, Any]:
                  "its data directory; kafka: its storage tool's --add-scram)",
         "order": f"warm-up of {plan.warmup_count:,} records per listener not counted; then produce and consume "
                  f"rounds over every (broker, listener) pair in turns ({plan.repeats} round(s), median)",
-        "trafka": "python -m trafka --port 0 --data-dir <tmp> --log-level WARNING --override listeners=... "
-                  "(bench.brokers.with_listeners)",
-        "kafka": brokers.kafka_settings(),
+        **variants.broker_settings(),
     }
 
 
 def main(argv: list[str] | None = None, quick: bool = False, output: Path | None = None,
          brokers_arg: str = ",".join(SUPPORTED)) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench --security", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", default=quick)
-    parser.add_argument("--output", type=Path, default=output)
-    parser.add_argument("--brokers", default=brokers_arg, help="comma-separated: trafka,kafka")
-    parser.add_argument("--workload", help=argparse.SUPPRESS)  # a client process: JSON params
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
-    if args.workload:
-        print(json.dumps(client_workload(json.loads(args.workload))), flush=True)
-        return 0
-    plan = QUICK if args.quick else FULL
     notes: list[str] = []
-    names = brokers.ready_to_run([n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED], notes)
-    if not names:
-        parser.error("no broker to run: --brokers takes trafka, kafka")
+    parsed = common.parse_mode("python -m bench --security", __doc__, argv, quick, output, brokers_arg, SUPPORTED,
+                               notes)
+    if parsed is None:
+        return 0
+    args, names = parsed
+    plan = QUICK if args.quick else FULL
 
     from trafka.broker.security.dev_certs import create_dev_certificates
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    started = time.perf_counter()
-    load_before = os.getloadavg()
+    start = common.RunStart()
     progress = Progress(len(names) * len(LISTENERS) * (1 + 2 * plan.repeats))
     live: list[brokers.BrokerProcess] = []
     by_broker: dict[str, dict[str, Any]] = {}
@@ -372,40 +273,22 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         run(plan, subjects, progress)
         for s in subjects:
             s.results["tls"] = {listener: tls_session(s.extra.address(listener), s.ca) for listener in SECURED}
-            s.results["rss_mb"] = s.broker.rss_mb()
-            output_tail = [line for line in s.broker.log_path.read_text(errors="replace").splitlines()
-                           if line.strip() and "ready" not in line][-50:]
-            s.results["shutdown_s"] = s.broker.stop()
-            live.remove(s.broker)
+            output_tail = common.stop_broker(s.broker, live, s.results)
             by_broker[s.name] = {"version": versions[s.name], **s.results, "broker_output_tail": output_tail}
     except KeyboardInterrupt:
-        print("\nbench: interrupted; brokers stopped, temp dirs removed, nothing written", file=sys.stderr)
-        return 130
+        return common.interrupted()
     finally:
-        for broker in live:
-            broker.stop()
+        common.stop_all(live)
         shutil.rmtree(certs_dir, ignore_errors=True)
     versus = derive(by_broker)
     document = {
-        "mode": plan.mode,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - started, 1),
-        "command": "python -m bench --security" + (" --quick" if args.quick else ""),
-        "machine": {**machine.describe(versions),
-                    # Other work on the machine (1, 5, 15 minute load averages): on 2 cores, anything above
-                    # about 2 at the end means the figures shared the cores with something else.
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
-        "plan": asdict(plan),
+        **start.document(plan, "python -m bench --security" + (" --quick" if args.quick else ""), versions),
         "settings": settings(plan, properties),
         "notes": notes,
         "results": by_broker,
         "trafka_over_kafka": versus,
     }
-    text = report(plan, document)
-    print(text)
-    output_path = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
-    write_results(output_path, document, text)
+    common.publish(document, report(plan, document), args.output, start.started_at)
     return 0
 
 

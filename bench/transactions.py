@@ -38,22 +38,17 @@ Results: ``bench/results/<date>-transactions.json`` and ``.md`` (``-transactions
 """
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import brokers, machine
-from bench.common import RESULTS_DIR, in_turns, lookup, size_label, write_results
-from bench.workloads import _CpuWindow, _quiet, _rate, _workload_result
+from bench import brokers, common
+from bench.common import in_turns, lookup, size_label
+from bench.workloads import _CpuWindow, _quiet, _rate
 
 WORKLOAD_TIMEOUT_S = 300.0
 INIT_TIMEOUT_S = 60.0  # the first InitProducerId creates the transaction state topic (50 partitions)
@@ -364,11 +359,7 @@ WORKLOADS = {
 
 
 def run_workload(params: dict[str, Any], timeout: float = WORKLOAD_TIMEOUT_S) -> dict[str, Any]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.transactions", "--workload", json.dumps(params)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    return _workload_result(process, timeout)
+    return common.run_workload("bench.transactions", params, timeout)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -617,31 +608,19 @@ def settings(plan: TxnPlan) -> dict[str, str]:
 
 def main(argv: list[str] | None = None, quick: bool = False, output: Path | None = None,
          brokers_arg: str = ",".join(SUPPORTED)) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench --transactions", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", default=quick)
-    parser.add_argument("--output", type=Path, default=output)
-    parser.add_argument("--brokers", default=brokers_arg, help="comma-separated: trafka,kafka")
-    parser.add_argument("--workload", help=argparse.SUPPRESS)  # a client process: JSON params
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
-    if args.workload:
-        params = json.loads(args.workload)
-        print(json.dumps(WORKLOADS[params["workload"]](params)), flush=True)
-        return 0
-    plan = QUICK if args.quick else FULL
     notes: list[str] = []
-    names = brokers.ready_to_run([n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED], notes)
-    if not names:
-        parser.error("no broker to run: --brokers takes trafka, kafka")
+    parsed = common.parse_mode("python -m bench --transactions", __doc__, argv, quick, output, brokers_arg,
+                               SUPPORTED, notes, client=lambda params: WORKLOADS[params["workload"]](params))
+    if parsed is None:
+        return 0
+    args, names = parsed
+    plan = QUICK if args.quick else FULL
 
-    signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
-    started_at = datetime.datetime.now(datetime.timezone.utc)
-    started = time.perf_counter()
-    load_before = os.getloadavg()
+    start = common.RunStart()
     per_broker = 1 + len(plan.small_records) + len(plan.records) * (2 * plan.repeats + 1 + 2)
     progress = Progress(per_broker * len(names))
     live: list[brokers.BrokerProcess] = []
     by_broker: dict[str, dict[str, Any]] = {}
-    logs: dict[str, list[str]] = {}
     try:
         versions = {n: brokers.SPECS[n].version() for n in names}
         subjects = []
@@ -652,39 +631,21 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
             subjects.append(Subject(broker, progress))
         run(plan, subjects, progress)
         for s in subjects:
-            s.results["rss_mb"] = s.broker.rss_mb()
-            logs[s.name] = [line for line in s.broker.log_path.read_text(errors="replace").splitlines()
-                            if line.strip() and "ready" not in line][-100:]
-            s.results["shutdown_s"] = s.broker.stop()
-            live.remove(s.broker)
-            by_broker[s.name] = {"version": versions[s.name], **s.results, "broker_output_tail": logs[s.name]}
+            output_tail = common.stop_broker(s.broker, live, s.results, tail=100)
+            by_broker[s.name] = {"version": versions[s.name], **s.results, "broker_output_tail": output_tail}
             if not s.serves_transactions:
                 notes.append(f"{s.name} did not serve a transactional producer: {s.results['warmup'].get('error')}")
     except KeyboardInterrupt:
-        print("\nbench: interrupted; brokers stopped, temp dirs removed, nothing written", file=sys.stderr)
-        return 130
+        return common.interrupted()
     finally:
-        for broker in live:
-            broker.stop()
+        common.stop_all(live)
     document = {
-        "mode": plan.mode,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - started, 1),
-        "command": "python -m bench --transactions" + (" --quick" if args.quick else ""),
-        "machine": {**machine.describe(versions),
-                    # Other work on the machine (1, 5, 15 minute load averages): on 2 cores, anything above
-                    # about 2 at the end means the figures shared the cores with something else.
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
-        "plan": asdict(plan),
+        **start.document(plan, "python -m bench --transactions" + (" --quick" if args.quick else ""), versions),
         "settings": settings(plan),
         "notes": notes,
         "results": by_broker,
     }
-    text = report(plan, document)
-    print(text)
-    output_path = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
-    write_results(output_path, document, text)
+    common.publish(document, report(plan, document), args.output, start.started_at)
     return 0
 
 
