@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trafka.broker.security.acls import client_host
+from trafka.broker.security.authentication import ANONYMOUS
 from trafka.broker.security.authorizer import (
     CLUSTER_NAME,
     AclOperation,
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
     from trafka.broker.security.authentication import ConnectionSession
     from trafka.wire.connection import RequestHeader
 
-#: Every denial, as Kafka's ``kafka.authorizer.logger`` writes it (and, at debug, what was allowed).
+#: Every denial, as Kafka's ``kafka.authorizer.logger`` writes it.
 audit = logging.getLogger("trafka.authorizer")
-ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
