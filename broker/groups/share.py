@@ -1,0 +1,962 @@
+"""Share groups (KIP-932): membership, the simple assignor and the share state of assigned partitions.
+
+A share group's members consume the same partitions together: the coordinator assigns partitions, and a
+partition may be given to several members at once (records, not partitions, are what members hold, one
+delivery at a time, through ShareFetch). Membership follows the shape of the KIP-848 consumer protocol,
+with one request, ShareGroupHeartbeat:
+
+- A member joins with member epoch 0 and its subscribed topic names (the member id is the client's),
+  heartbeats with its current member epoch, and leaves with -1. A member that does not heartbeat within
+  ``group.share.session.timeout.ms`` (or the group's ``share.session.timeout.ms``) is removed.
+- The **group epoch** moves when a member joins, leaves, or changes its subscription, when the subscribed
+  topics' metadata changes (partitions added, a topic created or deleted), and when partitions whose share
+  state was just initialized are not in the target assignment yet. A new group starts at epoch 1, so its
+  first member joins at epoch 2.
+- When the group epoch is ahead of the **assignment epoch**, the simple assignor computes a new target
+  assignment over the partitions whose share state is initialized. There is no revocation: a member moves
+  to its target at once, its member epoch becoming the assignment epoch.
+- **Share state**: the first time a subscribed partition appears, the group records that it initializes it
+  (ShareGroupStatePartitionMetadata, InitializingTopics), initializes its state through the share
+  persister (the share coordinator of its key), then records it as initialized; only then is it assigned.
+  Deleting the group deletes the state of its partitions.
+
+The group's state is ``Empty`` without members and ``Stable`` with some, ``Dead`` once removed; the
+transitions are checked against :data:`TRANSITIONS`.
+
+Every change is written to ``__consumer_offsets`` as Kafka's ShareGroup* records and applied by replaying
+them (:meth:`ShareGroupProtocol.replay`), the same code that rebuilds groups at start-up or when this broker
+becomes the coordinator of their partition.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import logging
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trafka.broker.groups.share_records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    ShareGroupValue,
+    TopicInfo,
+    TopicPartitionsInfo,
+    encode_share_group_key,
+    encode_share_group_value,
+)
+from trafka.wire.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from trafka.broker.groups.host import GroupHost
+
+log = logging.getLogger(__name__)
+
+SHARE_PROTOCOL_TYPE = "share"
+#: The assignor share groups use (Kafka's SimpleAssignor).
+SIMPLE_ASSIGNOR = "simple"
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+#: Longest member id a client may choose (a UUID's string form).
+MAX_MEMBER_ID_LENGTH = 36
+#: The member state Kafka stores in ShareGroupCurrentMemberAssignment (share members are always stable).
+MEMBER_STATE_STABLE = 0
+
+#: A member's partitions: topic id -> partition indexes (never an empty set).
+Assignment = Mapping[uuid.UUID, frozenset[int]]
+
+
+class ShareGroupType(enum.Enum):
+    """The type ListGroups and DescribeGroups give share groups (beside GroupType's classic and consumer)."""
+
+    SHARE = "share"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ShareGroupState(enum.Enum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The states a share group may move to from each state.
+TRANSITIONS: dict[ShareGroupState, frozenset[ShareGroupState]] = {
+    ShareGroupState.EMPTY: frozenset({ShareGroupState.STABLE, ShareGroupState.DEAD}),
+    ShareGroupState.STABLE: frozenset({ShareGroupState.EMPTY, ShareGroupState.DEAD}),
+    ShareGroupState.DEAD: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMember:
+    member_id: str
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    member_epoch: int = JOIN_GROUP_MEMBER_EPOCH
+    previous_member_epoch: int = JOIN_GROUP_MEMBER_EPOCH
+    assigned_partitions: Assignment = field(default_factory=dict)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def metadata_differs(self, other: ShareGroupMember) -> bool:
+        return (
+            self.rack_id != other.rack_id
+            or self.client_id != other.client_id
+            or self.client_host != other.client_host
+            or self.subscribed_topic_names != other.subscribed_topic_names
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """Partitions of one topic in the share state bookkeeping of a group."""
+
+    name: str
+    partitions: frozenset[int]
+    create_timestamp: int = -1
+
+
+class ShareGroup:
+    type = ShareGroupType.SHARE
+    protocol_type = SHARE_PROTOCOL_TYPE
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ShareGroupMember] = {}
+        self.target_assignment: dict[str, Assignment] = {}
+        #: Share state: partitions being initialized, initialized, and topics whose state is being deleted.
+        self.initializing: dict[uuid.UUID, TopicState] = {}
+        self.initialized: dict[uuid.UUID, TopicState] = {}
+        self.deleting: dict[uuid.UUID, str] = {}
+        self._state = ShareGroupState.EMPTY
+
+    def __repr__(self) -> str:
+        return f"ShareGroup({self.group_id!r}, {self.state}, epoch={self.group_epoch})"
+
+    # -- state ----------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ShareGroupState:
+        return self._state
+
+    def transition_to(self, state: ShareGroupState) -> None:
+        if state is self._state:
+            return
+        if state not in TRANSITIONS[self._state]:
+            raise IllegalTransition(f"share group {self.group_id}: {self._state} -> {state}")
+        self._state = state
+
+    def _settle(self) -> None:
+        if self._state is not ShareGroupState.DEAD:
+            self.transition_to(ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY)
+
+    @property
+    def dead(self) -> bool:
+        return self._state is ShareGroupState.DEAD
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def is_in(self, *states: object) -> bool:
+        return self.state in states
+
+    # -- members --------------------------------------------------------------------------------------
+
+    def update_member(self, member: ShareGroupMember) -> None:
+        self.members[member.member_id] = member
+        self._settle()
+
+    def remove_member(self, member_id: str) -> ShareGroupMember | None:
+        member = self.members.pop(member_id, None)
+        self._settle()
+        return member
+
+    def subscribed_topics(self) -> set[str]:
+        return {name for m in self.members.values() for name in m.subscribed_topic_names}
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return topic in self.subscribed_topics()
+
+    def initialized_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
+        return {topic_id: t.partitions for topic_id, t in self.initialized.items()}
+
+    def assigned_to(self, topic_id: uuid.UUID, partition: int) -> list[str]:
+        """The members the target assigns ``partition`` of ``topic_id`` to."""
+        return [m for m, a in self.target_assignment.items() if partition in a.get(topic_id, ())]
+
+    # -- what other group types' handlers ask of every group --------------------------------------------
+
+    def validate_offset_commit(self, *args: Any, **kwargs: Any) -> None:
+        raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is not a consumer group.")
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is not a consumer group.")
+
+    def validate_delete(self) -> None:
+        if self.members:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+
+    def validate_offset_delete(self) -> None:
+        raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is not a consumer group.")
+
+    def offset_expiry_base_ms(self) -> tuple[bool, int | None]:
+        return False, None
+
+
+# ================================================================================ the simple assignor
+
+
+def simple_assign(
+    subscriptions: Mapping[str, frozenset[uuid.UUID]],
+    assignable: Mapping[uuid.UUID, frozenset[int]],
+    previous: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
+    """The target assignment of a share group, topic by topic among the members subscribed to it.
+
+    With at least as many partitions as members, each partition goes to one member and every member gets
+    its share (at most one apart); with more members than partitions, each member gets one partition and
+    each partition is shared by as even a number of members as possible. Members keep what they had where
+    the balance allows, so that a join or a leave moves as little as possible."""
+    result: dict[str, dict[uuid.UUID, frozenset[int]]] = {m: {} for m in subscriptions}
+    for topic_id in sorted(assignable, key=str):
+        partitions = sorted(assignable[topic_id])
+        members = sorted(m for m, topics in subscriptions.items() if topic_id in topics)
+        if not partitions or not members:
+            continue
+        had = {m: sorted(previous.get(m, {}).get(topic_id, ())) for m in members}
+        if len(partitions) >= len(members):
+            chosen = _spread_partitions(partitions, members, had)
+        else:
+            chosen = _share_partitions(partitions, members, had)
+        for member_id, ps in chosen.items():
+            if ps:
+                result[member_id][topic_id] = frozenset(ps)
+    return result
+
+
+def _spread_partitions(partitions: list[int], members: list[str], had: dict[str, list[int]]) -> dict[str, list[int]]:
+    base, extra = divmod(len(partitions), len(members))
+    # Members that held the most keep the larger quotas, so fewer partitions move.
+    by_holding = sorted(members, key=lambda m: (-len(had[m]), m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_holding)}
+    free = set(partitions)
+    chosen: dict[str, list[int]] = {m: [] for m in members}
+    for m in members:
+        for p in had[m]:
+            if p in free and len(chosen[m]) < quota[m]:
+                chosen[m].append(p)
+                free.discard(p)
+    remaining = sorted(free)
+    for m in members:
+        while len(chosen[m]) < quota[m] and remaining:
+            chosen[m].append(remaining.pop(0))
+    return chosen
+
+
+def _share_partitions(partitions: list[int], members: list[str], had: dict[str, list[int]]) -> dict[str, list[int]]:
+    base, extra = divmod(len(members), len(partitions))
+    capacity = {p: base + (1 if i < extra else 0) for i, p in enumerate(partitions)}
+    chosen: dict[str, list[int]] = {}
+    waiting = []
+    for m in members:
+        kept = next((p for p in had[m] if capacity.get(p, 0) > 0), None)
+        if kept is None:
+            waiting.append(m)
+        else:
+            capacity[kept] -= 1
+            chosen[m] = [kept]
+    for m in waiting:
+        p = max(partitions, key=lambda q: (capacity[q], -q))
+        capacity[p] -= 1
+        chosen[m] = [p]
+    return chosen
+
+
+# ================================================================================ the protocol
+
+
+@dataclass(slots=True)
+class ShareHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: list[str] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(slots=True)
+class ShareHeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    #: None when the response does not carry the assignment.
+    assignment: Assignment | None = None
+
+
+Record = tuple[ShareGroupKey, ShareGroupValue | None]
+#: Where a partition's share state starts: (group id, topic id, partition) -> start offset (-1: let the
+#: share partition decide by share.auto.offset.reset when it first reads it).
+StartOffsetResolver = Callable[[str, uuid.UUID, int], int]
+
+
+#: The share configs of a group, with the broker setting that gives each its default (and that default).
+SHARE_GROUP_CONFIGS: dict[str, tuple[str | None, object]] = {
+    "share.session.timeout.ms": ("group.share.session.timeout.ms", 45_000),
+    "share.heartbeat.interval.ms": ("group.share.heartbeat.interval.ms", 5000),
+    "share.record.lock.duration.ms": ("group.share.record.lock.duration.ms", 30_000),
+    "share.delivery.count.limit": ("group.share.delivery.count.limit", 5),
+    "share.partition.max.record.locks": ("group.share.partition.max.record.locks", 2000),
+    "share.auto.offset.reset": (None, "latest"),
+    "share.isolation.level": (None, "read_uncommitted"),
+    "share.renew.acknowledge.enable": (None, True),
+    "share.assignment.interval.ms": ("group.share.assignment.interval.ms", 1000),
+    "share.assignor.offload.enable": ("group.share.assignor.offload.enable", True),
+}
+
+
+def _typed(default: object, raw: object) -> object:
+    if isinstance(default, bool):
+        return raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
+    if isinstance(default, int):
+        return int(raw)  # type: ignore[call-overload]
+    return str(raw)
+
+
+def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("share-session", group_id, member_id)
+
+
+class ShareGroupProtocol:
+    """ShareGroupHeartbeat and the share groups' records, on the group coordinator (``coordinator``)."""
+
+    def __init__(self, coordinator: GroupHost) -> None:
+        self.coordinator = coordinator
+        self.timers = coordinator.timers
+        config = coordinator.config
+        props = config.properties
+        self.session_timeout_ms = int(props.get("group.share.session.timeout.ms", 45_000))
+        self.heartbeat_interval_ms = int(props.get("group.share.heartbeat.interval.ms", 5000))
+        self.max_size = int(props.get("group.share.max.size", 200))
+        #: The share persister (the share coordinator of a key, here or on another broker); None: share state
+        #: is recorded as initialized without one.
+        self.persister: Callable[[], Any] | None = None
+        #: The start offset of a partition's share state (None: -1, decided by the share partition).
+        self.start_offset_resolver: StartOffsetResolver | None = None
+        #: Group configs set by IncrementalAlterConfigs/AlterConfigs (share.session.timeout.ms ...), by group id.
+        self.group_configs: dict[str, dict[str, str]] = {}
+        self._member_left: list[Callable[[str, str], object]] = []
+        self._in_flight: set[tuple[str, uuid.UUID, int]] = set()
+        self._send, self._receive = trio.open_memory_channel[tuple[str, uuid.UUID, int]](math.inf)
+
+    # ================================================================================ listeners
+
+    def add_member_left_listener(self, callback: Callable[[str, str], object]) -> None:
+        """``callback(group_id, member_id)`` runs when a member leaves, is removed for its session, or its
+        group is no longer coordinated here."""
+        self._member_left.append(callback)
+
+    def _notify_left(self, group_id: str, member_id: str) -> None:
+        for callback in self._member_left:
+            try:
+                callback(group_id, member_id)
+            except Exception:
+                log.exception("share group %s: a member-left listener failed for %s", group_id, member_id)
+
+    # ================================================================================ heartbeat
+
+    def heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        try:
+            self._validate(request)
+            if self.coordinator.stopping:
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is stopping.")
+            self.coordinator.check_group(request.group_id)
+            if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                return self._leave(request)
+            return self._heartbeat(request)
+        except KafkaError as exc:
+            if exc.code not in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+                log.info("share group %s: heartbeat of member %s failed: %s %s",
+                         request.group_id, request.member_id, exc.code.name, exc.message)
+            return ShareHeartbeatResult(exc.code, exc.message or None)
+
+    def _validate(self, request: ShareHeartbeatRequest) -> None:
+        if not request.member_id or len(request.member_id) > MAX_MEMBER_ID_LENGTH:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "")
+        if not request.group_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        self.coordinator.check_group_id(request.group_id)
+        if request.rack_id == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+        epoch = request.member_epoch
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if not request.subscribed_topic_names:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        elif epoch < LEAVE_GROUP_MEMBER_EPOCH:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+
+    def _share_group(self, group_id: str, *, create: bool) -> ShareGroup:
+        group = self.coordinator.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            return group
+        if group is not None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if not create:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+        return ShareGroup(group_id)
+
+    def _heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
+        joining = epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._share_group(group_id, create=joining)
+        new_group = group_id not in self.coordinator.groups
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                )
+            max_size = self.max_size
+            if len(group.members) >= max_size:
+                raise KafkaError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The share group has reached its maximum capacity of {max_size} members.",
+                )
+            stored = None
+            member = ShareGroupMember(member_id)
+        else:
+            stored = member
+            if not joining:
+                _check_member_epoch(member, epoch)
+
+        updated = dataclasses.replace(
+            member,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            subscribed_topic_names=(
+                tuple(request.subscribed_topic_names)
+                if request.subscribed_topic_names is not None else member.subscribed_topic_names
+            ),
+        )
+        if stored is None:
+            log.info("share group %s: member %s (client %s) joins, subscribing to %s",
+                     group_id, member_id, request.client_id, list(updated.subscribed_topic_names))
+        records: list[Record] = []
+        members = {**group.members, member_id: updated}
+        reconciled = self._update(group, stored, updated, members, records, new_group=new_group)
+        self._write(group_id, records, group if new_group else None)
+        group = self._existing_group(group_id)
+        self._queue_initialization(group)
+        self._schedule_session_timeout(group_id, member_id)
+        send_assignment = joining or stored is None or reconciled.assigned_partitions != stored.assigned_partitions
+        return ShareHeartbeatResult(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval(group_id),
+            assignment=reconciled.assigned_partitions if send_assignment else None,
+        )
+
+    def _update(
+        self,
+        group: ShareGroup,
+        stored: ShareGroupMember | None,
+        updated: ShareGroupMember,
+        members: Mapping[str, ShareGroupMember],
+        records: list[Record],
+        *,
+        new_group: bool = False,
+    ) -> ShareGroupMember:
+        """The epochs, target assignment and share state bookkeeping after ``updated`` heartbeats (``stored``
+        is the member as the group holds it, None when it joins): appends their records and returns the
+        member at its new epoch."""
+        group_id = group.group_id
+        bump = False
+        if stored is None or updated.metadata_differs(stored):
+            records.append(_member_metadata_record(group_id, updated))
+            bump = stored is None or updated.subscribed_topic_names != stored.subscribed_topic_names
+        group_epoch = 1 if new_group else group.group_epoch
+        metadata_hash = self._metadata_hash(members.values())
+        if metadata_hash != group.metadata_hash:
+            bump = True
+        if not bump and group.assignment_epoch >= group_epoch and self._initialized_pending(group, members):
+            bump = True
+        if bump:
+            group_epoch += 1
+            records.append((ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(group_epoch, metadata_hash)))
+
+        if group_epoch > group.assignment_epoch:
+            target = self._assign(group, members, group_epoch, records)
+            assignment_epoch = group_epoch
+        else:
+            target = dict(group.target_assignment)
+            assignment_epoch = group.assignment_epoch
+        mine = target.get(updated.member_id, {})
+        reconciled = updated
+        if updated.member_epoch != assignment_epoch or updated.assigned_partitions != mine:
+            reconciled = dataclasses.replace(
+                updated, member_epoch=assignment_epoch, previous_member_epoch=updated.member_epoch,
+                assigned_partitions=mine,
+            )
+            records.append(_current_assignment_record(group_id, reconciled))
+        self._record_new_partitions(group, members, records)
+        return reconciled
+
+    def _assign(
+        self, group: ShareGroup, members: Mapping[str, ShareGroupMember], group_epoch: int, records: list[Record]
+    ) -> dict[str, Assignment]:
+        topics = self.coordinator.topics
+        ids = {}
+        for m in members.values():
+            for name in m.subscribed_topic_names:
+                topic = topics.get(name)
+                if topic is not None:
+                    ids[name] = topic.topic_id
+        subscriptions = {
+            member_id: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
+            for member_id, m in members.items()
+        }
+        subscribed = set(ids.values())
+        assignable = {tid: t.partitions for tid, t in group.initialized.items() if tid in subscribed}
+        target = simple_assign(subscriptions, assignable, group.target_assignment)
+        for member_id, assignment in target.items():
+            if group.target_assignment.get(member_id) != assignment or member_id not in group.target_assignment:
+                records.append((ShareGroupTargetAssignmentMemberKey(group.group_id, member_id),
+                                ShareGroupTargetAssignmentMemberValue(assignment)))
+        records.append((ShareGroupTargetAssignmentMetadataKey(group.group_id),
+                        ShareGroupTargetAssignmentMetadataValue(group_epoch)))
+        return target
+
+    def _metadata_hash(self, members: Iterable[ShareGroupMember]) -> int:
+        """A hash of the subscribed topics as they are (names, ids, partition counts)."""
+        names = sorted({n for m in members for n in m.subscribed_topic_names})
+        digest = hashlib.blake2b(digest_size=8)
+        found = False
+        for name in names:
+            topic = self.coordinator.topics.get(name)
+            if topic is None:
+                continue
+            found = True
+            digest.update(f"{name}\0{topic.topic_id}\0{len(topic.partitions)}\n".encode())
+        if not found:
+            return 0
+        return int.from_bytes(digest.digest(), "big", signed=True)
+
+    def _initialized_pending(self, group: ShareGroup, members: Mapping[str, ShareGroupMember]) -> bool:
+        """Whether partitions of subscribed topics were initialized since the target was computed."""
+        if not members or not group.initialized:
+            return False
+        subscribed = {n for m in members.values() for n in m.subscribed_topic_names}
+        assigned: dict[uuid.UUID, set[int]] = {}
+        for assignment in group.target_assignment.values():
+            for topic_id, partitions in assignment.items():
+                assigned.setdefault(topic_id, set()).update(partitions)
+        return any(
+            t.name in subscribed and assigned.get(topic_id, set()) != set(t.partitions)
+            for topic_id, t in group.initialized.items()
+        )
+
+    def _record_new_partitions(
+        self, group: ShareGroup, members: Mapping[str, ShareGroupMember], records: list[Record]
+    ) -> None:
+        """Subscribed partitions whose share state is neither initialized nor being initialized: record that
+        the group initializes them."""
+        subscribed = sorted({n for m in members.values() for n in m.subscribed_topic_names})
+        initializing = dict(group.initializing)
+        changed = False
+        now = self.coordinator.now_ms()
+        for name in subscribed:
+            topic = self.coordinator.topics.get(name)
+            if topic is None:
+                continue
+            known = set(group.initialized.get(topic.topic_id, TopicState(name, frozenset())).partitions)
+            known |= initializing.get(topic.topic_id, TopicState(name, frozenset())).partitions
+            new = frozenset(range(len(topic.partitions))) - known
+            if new:
+                current = initializing.get(topic.topic_id)
+                partitions = (current.partitions if current else frozenset()) | new
+                initializing[topic.topic_id] = TopicState(name, partitions, now)
+                changed = True
+        if changed:
+            records.append(_state_metadata_record(group.group_id, initializing, group.initialized, group.deleting))
+
+    # ================================================================================ leaving
+
+    def _leave(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        group_id, member_id = request.group_id, request.member_id
+        group = self.coordinator.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if not isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if member_id not in group.members:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        self._remove_member(group, member_id, "it left the group")
+        return ShareHeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH)
+
+    def _remove_member(self, group: ShareGroup, member_id: str, reason: str) -> None:
+        group_id = group.group_id
+        remaining = [m for m in group.members.values() if m.member_id != member_id]
+        records: list[Record] = [
+            (ShareGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            (ShareGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            (ShareGroupMemberMetadataKey(group_id, member_id), None),
+            (ShareGroupMetadataKey(group_id),
+             ShareGroupMetadataValue(group.group_epoch + 1, self._metadata_hash(remaining))),
+        ]
+        self._write(group_id, records)
+        self.timers.cancel(_session_key(group_id, member_id))
+        log.info("share group %s: member %s removed (%s); group epoch %d", group_id, member_id, reason,
+                 group.group_epoch)
+        self._notify_left(group_id, member_id)
+
+    def _fence_if_current(self, group_id: str, member_id: str) -> None:
+        group = self.coordinator.groups.get(group_id)
+        if not isinstance(group, ShareGroup) or member_id not in group.members:
+            return
+        if not self.coordinator.is_serving(group_id):
+            return
+        try:
+            self._remove_member(group, member_id, "its session expired")
+        except KafkaError as exc:
+            log.warning("share group %s: could not remove member %s: %s", group_id, member_id, exc)
+
+    def effective_config(self, group_id: str) -> dict[str, object]:
+        """Every share config of ``group_id``: its own value, else the broker setting that gives its default."""
+        own = self.group_configs.get(group_id, {})
+        props = self.coordinator.config.properties
+        effective: dict[str, object] = {}
+        for name, (setting, default) in SHARE_GROUP_CONFIGS.items():
+            raw = own.get(name)
+            if raw is None:
+                raw = props.get(setting, default) if setting else default
+            effective[name] = _typed(default, raw)
+        return effective
+
+    def session_timeout(self, group_id: str) -> int:
+        raw = self.group_configs.get(group_id, {}).get("share.session.timeout.ms")
+        return int(raw) if raw is not None else self.session_timeout_ms
+
+    def heartbeat_interval(self, group_id: str) -> int:
+        raw = self.group_configs.get(group_id, {}).get("share.heartbeat.interval.ms")
+        return int(raw) if raw is not None else self.heartbeat_interval_ms
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        self.timers.schedule(
+            _session_key(group_id, member_id), self.session_timeout(group_id),
+            lambda: self._fence_if_current(group_id, member_id),
+        )
+
+    # ================================================================================ share state
+
+    def _queue_initialization(self, group: ShareGroup) -> None:
+        for topic_id, topic in group.initializing.items():
+            for partition in topic.partitions:
+                key = (group.group_id, topic_id, partition)
+                if key not in self._in_flight:
+                    self._in_flight.add(key)
+                    self._send.send_nowait(key)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Initialize the share state of partitions groups record as initializing, one at a time."""
+        task_status.started()
+        async for key in self._receive:
+            try:
+                await self._initialize(*key)
+            except Exception:
+                log.exception("share group %s: initializing the state of %s-%d failed", *key)
+            finally:
+                self._in_flight.discard(key)
+
+    async def _initialize(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        group = self.coordinator.groups.get(group_id)
+        if not isinstance(group, ShareGroup) or topic_id not in group.initializing:
+            return
+        if partition not in group.initializing[topic_id].partitions:
+            return
+        resolver = self.start_offset_resolver or self._start_offset
+        start_offset = resolver(group_id, topic_id, partition)
+        if self.persister is not None:
+            try:
+                await _call(self.persister().initialize(group_id, topic_id, partition, group.group_epoch, start_offset))
+            except KafkaError as exc:
+                log.info("share group %s: the share state of %s-%d is not initialized yet: %s; tried again at "
+                         "the next heartbeat", group_id, topic_id, partition, exc)
+                return
+        group = self.coordinator.groups.get(group_id)
+        if not isinstance(group, ShareGroup) or topic_id not in group.initializing:
+            return
+        if not self.coordinator.is_serving(group_id):
+            return
+        topic = group.initializing[topic_id]
+        if partition not in topic.partitions:
+            return
+        initializing = dict(group.initializing)
+        rest = topic.partitions - {partition}
+        if rest:
+            initializing[topic_id] = dataclasses.replace(topic, partitions=rest)
+        else:
+            del initializing[topic_id]
+        initialized = dict(group.initialized)
+        done = initialized.get(topic_id)
+        initialized[topic_id] = TopicState(
+            topic.name, (done.partitions if done else frozenset()) | {partition},
+            done.create_timestamp if done else topic.create_timestamp,
+        )
+        try:
+            self._write(group_id, [_state_metadata_record(group_id, initializing, initialized, group.deleting)])
+        except KafkaError as exc:
+            log.warning("share group %s: could not record the share state of %s-%d: %s",
+                        group_id, topic.name, partition, exc)
+            return
+        log.info("share group %s: share state of %s-%d initialized at start offset %d",
+                 group_id, topic.name, partition, start_offset)
+
+    def _start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
+        """Where a partition's share state starts by the group's share.auto.offset.reset: the log start
+        offset (earliest) or the high watermark (latest) of the partition where it is here; otherwise -1,
+        which leaves it to the share partition when it first reads the state."""
+        topics = self.coordinator.topics
+        topic = topics.by_id(topic_id) if hasattr(topics, "by_id") else None
+        local = topics.partition(topic.name, partition) if topic is not None and hasattr(topics, "partition") else None
+        if local is None:
+            return -1
+        reset = str(self.effective_config(group_id)["share.auto.offset.reset"]).lower()
+        if reset == "earliest":
+            return local.log_start_offset
+        if reset == "latest":
+            return local.high_watermark
+        return -1
+
+    async def delete_state(self, group: ShareGroup) -> None:
+        """Delete the share state of every partition of the (empty) group; raises KafkaError."""
+        if self.persister is None:
+            return
+        persister = self.persister()
+        for topics in (group.initialized, group.initializing):
+            for topic_id, topic in list(topics.items()):
+                for partition in sorted(topic.partitions):
+                    await _call(persister.delete(group.group_id, topic_id, partition))
+
+    # ================================================================================ persistence
+
+    def _existing_group(self, group_id: str) -> ShareGroup:
+        group = self.coordinator.groups.get(group_id)
+        assert isinstance(group, ShareGroup), f"share group {group_id} was not written"
+        return group
+
+    def _write(self, group_id: str, records: list[Record], created: ShareGroup | None = None) -> None:
+        if not records:
+            return
+        if created is not None and not any(isinstance(k, ShareGroupMetadataKey) for k, _ in records):
+            records.append((ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(created.group_epoch, 0)))
+        self.coordinator.append(group_id, [
+            (encode_share_group_key(k), None if v is None else encode_share_group_value(v)) for k, v in records
+        ])
+        for key, value in records:
+            self.replay(key, value)
+
+    def replay(self, key: ShareGroupKey, value: ShareGroupValue | None) -> None:
+        """Apply one share group record (when written, and when a partition is loaded)."""
+        groups = self.coordinator.groups
+        group_id = key.group
+        existing = groups.get(group_id)
+        if value is None:
+            if isinstance(existing, ShareGroup):
+                self._replay_tombstone(existing, key)
+            return
+        if isinstance(existing, ShareGroup):
+            group = existing
+        else:
+            if existing is not None:
+                log.warning("share group %s: share group records replace a %s group", group_id,
+                            type(existing).__name__)
+                self.coordinator.remove_group(existing)
+            group = groups[group_id] = ShareGroup(group_id)
+        if isinstance(value, ShareGroupMetadataValue):
+            group.group_epoch = value.epoch
+            group.metadata_hash = value.metadata_hash
+        elif isinstance(value, ShareGroupMemberMetadataValue):
+            member_id = key.member_id  # type: ignore[union-attr]
+            current = group.members.get(member_id) or ShareGroupMember(member_id)
+            group.update_member(dataclasses.replace(
+                current, rack_id=value.rack_id, client_id=value.client_id, client_host=value.client_host,
+                subscribed_topic_names=tuple(value.subscribed_topic_names),
+            ))
+        elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+            group.assignment_epoch = value.assignment_epoch
+        elif isinstance(value, ShareGroupTargetAssignmentMemberValue):
+            group.target_assignment[key.member_id] = _frozen(value.topic_partitions)  # type: ignore[union-attr]
+        elif isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+            member_id = key.member_id  # type: ignore[union-attr]
+            current = group.members.get(member_id) or ShareGroupMember(member_id)
+            group.update_member(dataclasses.replace(
+                current, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+                assigned_partitions=_frozen(value.assigned_partitions),
+            ))
+        elif isinstance(value, ShareGroupStatePartitionMetadataValue):
+            group.initializing = {
+                t.topic_id: TopicState(t.topic_name, frozenset(t.partitions), t.create_timestamp)
+                for t in value.initializing_topics if t.partitions
+            }
+            group.initialized = {
+                t.topic_id: TopicState(t.topic_name, frozenset(t.partitions), t.create_timestamp)
+                for t in value.initialized_topics if t.partitions
+            }
+            group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
+
+    def _replay_tombstone(self, group: ShareGroup, key: ShareGroupKey) -> None:
+        if isinstance(key, ShareGroupMetadataKey):
+            self.coordinator.groups.pop(group.group_id, None)
+            self.on_removed(group)
+        elif isinstance(key, ShareGroupMemberMetadataKey):
+            group.remove_member(key.member_id)
+        elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
+            group.assignment_epoch = 0
+        elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
+            group.target_assignment.pop(key.member_id, None)
+        elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
+            member = group.members.get(key.member_id)
+            if member is not None:
+                group.members[key.member_id] = dataclasses.replace(
+                    member, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={})
+        elif isinstance(key, ShareGroupStatePartitionMetadataKey):
+            group.initializing, group.initialized, group.deleting = {}, {}, {}
+
+    def tombstones(self, group: ShareGroup) -> list[tuple[bytes, None]]:
+        """The records that delete the group, encoded, in Kafka's order."""
+        group_id = group.group_id
+        keys: list[ShareGroupKey] = []
+        keys += [ShareGroupCurrentMemberAssignmentKey(group_id, m) for m in group.members]
+        keys += [ShareGroupTargetAssignmentMemberKey(group_id, m) for m in group.target_assignment]
+        keys.append(ShareGroupTargetAssignmentMetadataKey(group_id))
+        keys += [ShareGroupMemberMetadataKey(group_id, m) for m in group.members]
+        keys.append(ShareGroupStatePartitionMetadataKey(group_id))
+        keys.append(ShareGroupMetadataKey(group_id))
+        return [(encode_share_group_key(k), None) for k in keys]
+
+    # ================================================================================ life-cycle
+
+    def on_loaded(self, group: ShareGroup) -> None:
+        """A group read back from __consumer_offsets: its members must heartbeat within a session, and
+        partitions it was initializing are initialized."""
+        for member_id in group.members:
+            self._schedule_session_timeout(group.group_id, member_id)
+        self._queue_initialization(group)
+
+    def on_removed(self, group: ShareGroup, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
+        """The group is deleted or no longer coordinated here: its timers go, and its members are gone as
+        far as this broker's share partitions are concerned."""
+        if not group.dead:
+            group.transition_to(ShareGroupState.DEAD)
+        for member_id in group.members:
+            self.timers.cancel(_session_key(group.group_id, member_id))
+            self._notify_left(group.group_id, member_id)
+
+    # ================================================================================ describe
+
+    def describe(self, group_id: str) -> ShareGroup:
+        """The share group to describe; raises GROUP_ID_NOT_FOUND, and the coordinator's errors."""
+        self.coordinator.check_group(group_id)
+        group = self.coordinator.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if not isinstance(group, ShareGroup):
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        return group
+
+
+async def _call(result: Awaitable[Any] | Any) -> Any:
+    if isinstance(result, Awaitable):
+        return await result
+    return result
+
+
+def _check_member_epoch(member: ShareGroupMember, epoch: int) -> None:
+    current = member.member_epoch
+    if epoch == current:
+        return
+    if epoch > current:
+        raise KafkaError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The share group member has a greater member epoch ({epoch}) than the one known by the group "
+            f"coordinator ({current}). The member must abandon all its partitions and rejoin.",
+        )
+    if epoch != member.previous_member_epoch:
+        raise KafkaError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The share group member has a smaller member epoch ({epoch}) than the one known by the group "
+            f"coordinator ({current}), and it does not match the previous member epoch "
+            f"({member.previous_member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _frozen(topic_partitions: Mapping[uuid.UUID, Iterable[int]]) -> Assignment:
+    return {topic_id: frozenset(ps) for topic_id, ps in topic_partitions.items() if ps}
+
+
+def _member_metadata_record(group_id: str, member: ShareGroupMember) -> Record:
+    return (
+        ShareGroupMemberMetadataKey(group_id, member.member_id),
+        ShareGroupMemberMetadataValue(member.rack_id, member.client_id, member.client_host,
+                                      list(member.subscribed_topic_names)),
+    )
+
+
+def _current_assignment_record(group_id: str, member: ShareGroupMember) -> Record:
+    return (
+        ShareGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+        ShareGroupCurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch,
+                                               MEMBER_STATE_STABLE, member.assigned_partitions),
+    )
+
+
+def _state_metadata_record(
+    group_id: str, initializing: Mapping[uuid.UUID, TopicState], initialized: Mapping[uuid.UUID, TopicState],
+    deleting: Mapping[uuid.UUID, str],
+) -> Record:
+    def infos(topics: Mapping[uuid.UUID, TopicState]) -> list[TopicPartitionsInfo]:
+        return [TopicPartitionsInfo(tid, t.name, t.partitions, t.create_timestamp)
+                for tid, t in sorted(topics.items(), key=lambda item: item[1].name)]
+
+    return (
+        ShareGroupStatePartitionMetadataKey(group_id),
+        ShareGroupStatePartitionMetadataValue(
+            infos(initializing), infos(initialized),
+            [TopicInfo(tid, name) for tid, name in sorted(deleting.items(), key=lambda item: item[1])],
+        ),
+    )
