@@ -770,7 +770,11 @@ class ShareGroupProtocol:
         for topics in (group.initialized, group.initializing):
             for topic_id, topic in list(topics.items()):
                 for partition in sorted(topic.partitions):
-                    await _call(persister.delete(group.group_id, topic_id, partition))
+                    try:
+                        await _call(persister.delete(group.group_id, topic_id, partition))
+                    except KafkaError as exc:
+                        if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # never initialized: nothing to delete
+                            raise
 
     # ================================================================================ persistence
 

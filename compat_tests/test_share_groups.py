@@ -1,0 +1,96 @@
+"""Share groups (KIP-932) with unmodified clients: confluent-kafka's ShareConsumer (librdkafka) joins a
+share group on a real trafka process, and ShareGroupDescribe and ListGroups show its members and their
+assignments; members come and go (a second consumer takes half the partitions, a closed one leaves)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from compat_tests.harness import BrokerProcess
+from compat_tests.test_differential import create
+from compat_tests.wire_client import WireClient
+from trafka.wire.messages import ListGroupsRequest, ShareGroupDescribeRequest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
+
+SETTINGS = {"offsets.topic.num.partitions": 1, "group.share.heartbeat.interval.ms": 1000}
+WAIT_S = 30
+
+
+@pytest.fixture(scope="module")
+def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("share") / "data", overrides=SETTINGS, name="share-broker")
+    process.start()
+    yield process
+    process.close()
+
+
+def share_consumer(broker: BrokerProcess, group_id: str, client_id: str):
+    return confluent_kafka.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id,
+                                          "client.id": client_id})
+
+
+def describe(broker: BrokerProcess, group_id: str):
+    with WireClient(broker.bootstrap) as client:
+        return client.request(ShareGroupDescribeRequest(group_ids=[group_id]), 1).groups[0]
+
+
+def wait_until(broker: BrokerProcess, consumers, check, what: str):
+    """Poll the consumers (their heartbeats run meanwhile) until ``check(described group)`` holds."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        for consumer in consumers:
+            consumer.poll(0.2)
+        described = describe(broker, check.group_id)
+        if described.error_code == 0 and check(described):
+            return described
+        assert time.monotonic() < deadline, f"{what}: {described}"
+
+
+class Check:
+    def __init__(self, group_id: str, fn):
+        self.group_id, self.fn = group_id, fn
+
+    def __call__(self, described) -> bool:
+        return self.fn(described)
+
+
+def assignments(described) -> dict[str, list[int]]:
+    return {m.client_id: sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+            for m in described.members}
+
+
+def test_share_consumers_join_share_the_partitions_and_leave(share_broker):
+    with WireClient(share_broker.bootstrap) as client:
+        create(client, "share-compat", 4)
+    first = share_consumer(share_broker, "share-compat-group", "first")
+    first.subscribe(["share-compat"])
+    described = wait_until(share_broker, [first], Check("share-compat-group",
+                           lambda d: assignments(d).get("first") == [0, 1, 2, 3]), "the first consumer's partitions")
+    assert (described.group_state, described.assignor_name) == ("Stable", "simple")
+    (member,) = described.members
+    assert member.subscribed_topic_names == ["share-compat"] and member.member_epoch == described.assignment_epoch
+
+    with WireClient(share_broker.bootstrap) as client:
+        listed = client.request(ListGroupsRequest(types_filter=["share"]), 5).groups
+    assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed] == [
+        ("share-compat-group", "share", "share", "Stable")]
+
+    second = share_consumer(share_broker, "share-compat-group", "second")
+    second.subscribe(["share-compat"])
+    described = wait_until(share_broker, [first, second], Check("share-compat-group", lambda d: sorted(
+        len(ps) for ps in assignments(d).values()) == [2, 2]), "the partitions split between two consumers")
+    assert sorted(p for ps in assignments(described).values() for p in ps) == [0, 1, 2, 3]
+
+    second.close()
+    wait_until(share_broker, [first], Check("share-compat-group",
+               lambda d: assignments(d) == {"first": [0, 1, 2, 3]}), "the second consumer's leave")
+    first.close()
+    with WireClient(share_broker.bootstrap) as client:
+        listed = client.request(ListGroupsRequest(types_filter=["share"]), 5).groups
+    assert [(g.group_id, g.group_state) for g in listed] == [("share-compat-group", "Empty")]
