@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 import base64
+import re
 import uuid
 
 
@@ -103,3 +104,28 @@ def share_coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) ->
 def uuid_to_kafka_string(value: uuid.UUID) -> str:
     """A Uuid as Kafka prints it: URL-safe base64 of its 16 bytes, without padding."""
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_share_coordinator_key(key: str) -> str | None:
+    """A FindCoordinator share key in the form Kafka coordinates it ("group:topic_id:partition", the partition
+    as a number), or None when Kafka refuses it: fewer than three parts, an empty group, a topic id that is not a
+    Uuid, a partition that is not a 32-bit integer. The group may hold colons."""
+    parts = key.split(":")
+    while parts and not parts[-1]:  # as Java's String.split drops trailing empty strings
+        parts.pop()
+    if len(parts) < 3:
+        return None
+    group_id, topic, partition = ":".join(parts[:-2]), parts[-2], parts[-1]
+    if not group_id or not _JAVA_INT.fullmatch(partition) or not -(2**31) <= int(partition) < 2**31:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4))
+    except ValueError:
+        return None
+    if len(raw) != 16 or not _BASE64_URL.fullmatch(topic):
+        return None
+    return share_coordinator_key(group_id, uuid.UUID(bytes=raw), int(partition))
+
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_BASE64_URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
