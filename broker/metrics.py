@@ -90,6 +90,10 @@ class Metrics:
     def bytes_out(self, topic: str, size: int) -> None:
         self._bytes_out.labels(topic).inc(size)
 
+    def watch_share_partitions(self, manager) -> None:
+        """Read the share partitions' figures (broker.share.manager) at each scrape, from now on."""
+        self.registry.register(_ShareCollector(manager))
+
 
 class _StateCollector:
     """What the broker holds, read at each scrape."""
@@ -137,3 +141,34 @@ class _StateCollector:
             for (kind, state), count in sorted(counts.items()):
                 groups.add_metric([kind, state], count)
         yield from (groups, members)
+
+
+class _ShareCollector:
+    """The share partitions led here, read at each scrape: records in flight and archived, expired locks."""
+
+    def __init__(self, manager) -> None:
+        self.manager = manager
+
+    def collect(self) -> Iterable[object]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily("trafka_share_in_flight_records",
+                                      "Records of a share partition in flight (from its start offset to its end).",
+                                      labels=labels)
+        acquired = GaugeMetricFamily("trafka_share_acquired_records", "Records of a share partition acquired now.",
+                                     labels=labels)
+        archived = CounterMetricFamily("trafka_share_archived_records",
+                                       "Records of a share partition archived (rejected, past the delivery limit, "
+                                       "aborted).", labels=labels)
+        expired = CounterMetricFamily("trafka_share_lock_expiries",
+                                      "Acquisition locks of a share partition that ran out.", labels=labels)
+        for share_partition in self.manager.share_partitions():
+            names = [share_partition.group_id, share_partition.topic, str(share_partition.partition)]
+            in_flight.add_metric(names, share_partition.in_flight_records)
+            acquired.add_metric(names, share_partition.acquired_records())
+            archived.add_metric(names, share_partition.archived_records)
+            expired.add_metric(names, share_partition.lock_expiries)
+        yield from (in_flight, acquired, archived, expired)
+        yield GaugeMetricFamily("trafka_share_sessions", "Share sessions kept by this broker.",
+                                value=len(self.manager.sessions))

@@ -1,0 +1,213 @@
+"""ShareFetch (key 78), versions 1-2 (KIP-932).
+
+A share consumer's fetch: records acquired for the member from the share partitions of its group that this broker
+leads (broker.share.manager), sent as file slices of the log with the acquired ranges (first offset, last offset,
+delivery count) the consumer may deliver; records outside them are not the member's to deliver. Acknowledgements
+of records acquired before ride along, per partition, applied (and persisted) before anything is acquired; their
+outcome is the partition's acknowledge_error_code.
+
+Share sessions: epoch 0 opens the member's share session (a request opening one must not acknowledge anything:
+INVALID_REQUEST), each later request carries the next epoch (INVALID_SHARE_SESSION_EPOCH otherwise,
+SHARE_SESSION_NOT_FOUND without a session), adds its topics' partitions and removes its forgotten topics'; -1 closes
+it, applying the acknowledgements and releasing what the member still holds (a closing request fetches nothing).
+``max_records`` bounds the records acquired (whole log batches; exactly from v2 with share_acquire_mode 1),
+``batch_size`` cuts the acquired ranges, ``max_bytes`` is shared evenly among the partitions. With nothing
+acquirable, the request waits up to ``max_wait_ms`` for records to be appended or released, never polling.
+From v2 ``is_renew_ack`` requests renew locks (RENEW acknowledgements) and acquire nothing.
+
+Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
+group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED without READ on the
+topic, NOT_LEADER_OR_FOLLOWER (with the leader); acknowledge_error_code INVALID_RECORD_STATE for records not
+acquired by the member, INVALID_REQUEST for malformed batches.
+"""
+from __future__ import annotations
+
+import uuid
+
+import trio
+
+from trafka.broker.handlers.registry import RequestContext, handles
+from trafka.broker.partition import DataWaiter, Partition
+from trafka.broker.security.authorizer import AclOperation, AclResourceType
+from trafka.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.messages import ShareFetchRequest, ShareFetchResponse
+from trafka.wire.protocol import ApiKey
+
+TopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
+PartitionData = ShareFetchResponse.PartitionData
+AcquiredRecords = ShareFetchResponse.AcquiredRecords
+LeaderIdAndEpoch = ShareFetchResponse.LeaderIdAndEpoch
+RENEW = 4
+
+
+@handles(ApiKey.SHARE_FETCH, 1, 2)
+async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
+    manager = ctx.broker.share_manager()
+    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+    settings = manager.group_settings(group_id or "")
+    lock_ms = settings.record_lock_duration_ms
+
+    def refuse(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
+        return ShareFetchResponse(error_code=code, error_message=message, acquisition_lock_timeout_ms=0,
+                                  responses=[], node_endpoints=[])
+
+    if not group_id:
+        return refuse(ErrorCode.INVALID_REQUEST, "The group id is missing.")
+    if not member_id:
+        return refuse(ErrorCode.INVALID_REQUEST, "The member id is missing.")
+    if not ctx.authorize(AclOperation.READ, AclResourceType.GROUP, group_id):
+        return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    acknowledging = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+    renewing = ctx.api_version >= 2 and request.is_renew_ack
+    if epoch == INITIAL_EPOCH and acknowledging:
+        return refuse(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial share fetch request")
+    wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+    if epoch == FINAL_EPOCH and wanted and not acknowledging:
+        return refuse(ErrorCode.INVALID_REQUEST, "A final share fetch request fetches nothing")
+    try:
+        if epoch == INITIAL_EPOCH:
+            session, replaced = manager.sessions.open(group_id, member_id, ctx.connection_id)
+            if replaced is not None:
+                await manager.release_member(group_id, member_id, set(replaced.partitions))
+        elif epoch == FINAL_EPOCH:
+            session = manager.sessions.close(group_id, member_id)
+        else:
+            session = manager.sessions.use(group_id, member_id, epoch)
+    except KafkaError as exc:
+        return refuse(exc.code, exc.message or None)
+    session.connection_id = ctx.connection_id
+    if epoch != FINAL_EPOCH:
+        session.add(wanted)
+        session.forget((f.topic_id, index) for f in request.forgotten_topics_data for index in f.partitions)
+
+    results: dict[tuple[uuid.UUID, int], PartitionData] = {}
+    targets: dict[tuple[uuid.UUID, int], Partition] = {}
+    for key in (wanted if epoch == FINAL_EPOCH else session.partitions):
+        partition, error = _resolve(ctx, *key)
+        if error is not None:
+            results[key] = _partition(key[1], error)
+        else:
+            targets[key] = partition
+
+    # Acknowledgements first.
+    for topic in request.topics:
+        for wanted_partition in topic.partitions:
+            if not wanted_partition.acknowledgement_batches:
+                continue
+            key = (topic.topic_id, wanted_partition.partition_index)
+            data = results.setdefault(key, _partition(key[1]))
+            partition = targets.get(key)
+            if partition is None:
+                data.acknowledge_error_code = data.error_code
+                continue
+            batches, code = acknowledgement_batches(wanted_partition.acknowledgement_batches, renewing)
+            message = None
+            if code == ErrorCode.NONE:
+                code, message = await manager.acknowledge(group_id, member_id, partition, batches)
+            data.acknowledge_error_code = code
+            data.acknowledge_error_message = message
+
+    if epoch == FINAL_EPOCH:
+        await manager.release_member(group_id, member_id, set(session.partitions))
+        return _response(results, lock_ms)
+
+    if not renewing and targets:
+        max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
+        per_partition = max(max_bytes // len(targets), 1)
+        max_records = request.max_records if request.max_records > 0 else 500
+        batch_size = request.batch_size if request.batch_size > 0 else max_records
+        mode = request.share_acquire_mode if ctx.api_version >= 2 else 0
+        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+        while True:
+            acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
+                                      per_partition, mode)
+            if acquired or trio.current_time() >= deadline:
+                break
+            waiter = DataWaiter(1)
+            for partition in targets.values():
+                if partition.is_leader:
+                    partition.add_waiter(waiter, read_committed=settings.read_committed)
+            entries = manager.add_release_waiter(group_id, targets.values(), waiter.event)
+            try:
+                with trio.move_on_at(deadline):
+                    await waiter.event.wait()
+            finally:
+                for partition in targets.values():
+                    partition.remove_waiter(waiter)
+                for entry in entries:
+                    entry.waiters.discard(waiter.event)
+    if epoch == INITIAL_EPOCH:
+        for key in targets:
+            results.setdefault(key, _partition(key[1]))
+    return _response(results, lock_ms)
+
+
+async def _acquire(manager, group_id, member_id, targets, results, max_records, batch_size, per_partition,
+                   mode) -> int:
+    """One pass over the partitions; the records acquired."""
+    total = 0
+    for key, partition in targets.items():
+        if total >= max_records:
+            break
+        acquired = await manager.acquire(group_id, member_id, partition, max_records=max_records - total,
+                                         batch_size=batch_size, max_bytes=per_partition, mode=mode)
+        if acquired.error != ErrorCode.NONE:
+            data = results.setdefault(key, _partition(key[1]))
+            data.error_code = acquired.error
+            data.error_message = acquired.message
+            if acquired.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                data.current_leader = LeaderIdAndEpoch(leader_id=partition.leader_id,
+                                                       leader_epoch=partition.leader_epoch)
+            continue
+        if acquired.ranges:
+            data = results.setdefault(key, _partition(key[1]))
+            data.records = acquired.records
+            data.acquired_records = [AcquiredRecords(first_offset=r.first_offset, last_offset=r.last_offset,
+                                                     delivery_count=r.delivery_count) for r in acquired.ranges]
+            total += sum(r.last_offset - r.first_offset + 1 for r in acquired.ranges)
+    return total
+
+
+def acknowledgement_batches(batches, renew_allowed: bool) -> tuple[list[tuple[int, int, list[int]]], ErrorCode]:
+    """The request's acknowledgement batches as (first, last, types), or INVALID_REQUEST: batches out of order or
+    overlapping, a bad range, RENEW outside a renewing request."""
+    result = []
+    previous_last = -1
+    for batch in batches:
+        types = list(batch.acknowledge_types)
+        if (batch.first_offset > batch.last_offset or batch.first_offset <= previous_last or not types
+                or (len(types) != 1 and len(types) != batch.last_offset - batch.first_offset + 1)
+                or any(t < 0 or t > RENEW for t in types) or (RENEW in types and not renew_allowed)):
+            return [], ErrorCode.INVALID_REQUEST
+        previous_last = batch.last_offset
+        result.append((batch.first_offset, batch.last_offset, types))
+    return result, ErrorCode.NONE
+
+
+def _resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[Partition | None, ErrorCode | None]:
+    topic = ctx.broker.topics.by_id(topic_id)
+    if topic is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_ID
+    if not ctx.authorize(AclOperation.READ, AclResourceType.TOPIC, topic.name):
+        return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if not 0 <= index < len(topic.partitions):
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return topic.partitions[index], None
+
+
+def _partition(index: int, error: ErrorCode = ErrorCode.NONE) -> PartitionData:
+    return PartitionData(partition_index=index, error_code=error, error_message=None, acknowledge_error_code=0,
+                         acknowledge_error_message=None,
+                         current_leader=LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1), records=b"",
+                         acquired_records=[])
+
+
+def _response(results: dict[tuple[uuid.UUID, int], PartitionData], lock_ms: int) -> ShareFetchResponse:
+    topics: dict[uuid.UUID, list[PartitionData]] = {}
+    for (topic_id, _), data in results.items():
+        topics.setdefault(topic_id, []).append(data)
+    return ShareFetchResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, acquisition_lock_timeout_ms=lock_ms,
+        responses=[TopicResponse(topic_id=topic_id, partitions=partitions) for topic_id, partitions in topics.items()],
+        node_endpoints=[])
