@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from trafka.broker.txn.channel import PeerChannel
     from trafka.broker.txn.coordinator import TransactionCoordinator
     from trafka.broker.txn.markers import TxnMarker
+    from trafka.broker.share.coordinator import ShareCoordinator
+    from trafka.broker.share.state import SharePersister
     from trafka.broker.share.manager import SharePartitionManager
     from trafka.broker.metrics import Metrics
     from trafka.broker.cluster.users import ClusterScramCredentials
@@ -49,6 +51,9 @@ if TYPE_CHECKING:
     from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: The internal topic of the share coordinator (broker.share.coordinator; imported only when share groups are used).
+SHARE_STATE_TOPIC = "__share_group_state"
 
 # How often recovery points and high watermarks are checkpointed (Kafka's
 # log.flush.offset.checkpoint.interval.ms and replica.high.watermark.checkpoint.interval.ms).
@@ -124,6 +129,8 @@ class Broker:
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
+        self._shares: ShareCoordinator | None = None
+        self._share_persister: SharePersister | None = None
         self._share_partitions: SharePartitionManager | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
@@ -166,6 +173,8 @@ class Broker:
             self._groups.on_partition_leadership(partition.index, leading)
         elif partition.topic == TRANSACTION_STATE_TOPIC and self._transactions is not None:
             self._transactions.on_partition_leadership(partition.index, leading)
+        elif partition.topic == SHARE_STATE_TOPIC and self._shares is not None:
+            self._shares.on_partition_leadership(partition.index, leading)
 
     async def change_dynamic_configs(
         self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
@@ -279,6 +288,38 @@ class Broker:
             self._background_tasks.start_soon(self._share_partitions.run)
         return self._share_partitions
 
+    def share_coordinator(self) -> ShareCoordinator:
+        """The share coordinator: the state of share groups' partitions (kept in ``__share_group_state``). The
+        first call starts it with the broker's background tasks."""
+        if self._shares is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the share coordinator runs with the broker's background tasks")
+            from trafka.broker.share.coordinator import ShareCoordinator
+
+            self._shares = ShareCoordinator(self.config.properties, self.topics, single_node=self.cluster is None,
+                                            topic_partitions=self._topic_partitions)
+            self._background_tasks.start_soon(self._shares.run)
+        return self._shares
+
+    def _topic_partitions(self, topic_id) -> int | None:
+        topic = self.topics.by_id(topic_id)
+        return None if topic is None else len(topic.partitions)
+
+    def share_persister(self) -> SharePersister:
+        """Where share partitions keep their state: the share coordinator leading the key's ``__share_group_state``
+        partition, in this process or on another broker of the cluster (broker.share.persister)."""
+        if self._share_persister is None:
+            from trafka.broker.share.persister import ClusterPersister, LocalPersister
+
+            if self.cluster is None:
+                self._share_persister = LocalPersister(self.share_coordinator)
+            else:
+                from trafka.broker.security.inter_broker import inter_broker_security
+
+                self._share_persister = ClusterPersister(self.share_coordinator, self.node_id, self.topics.live_brokers,
+                                                         security=inter_broker_security(self.config))
+        return self._share_persister
+
     async def _offsets_partition_for(self, group_id: str) -> int:
         """The partition of ``__consumer_offsets`` that holds ``group_id`` (AddOffsetsToTxn), with the
         topic in place: a transaction may name a group before any group request created it."""
@@ -340,6 +381,8 @@ class Broker:
                     self.group_coordinator()  # which replays the topic
                 if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
                     self.transaction_coordinator()
+                if self.topics.get(SHARE_STATE_TOPIC) is not None:
+                    self.share_coordinator()
                 task_status.started()
                 from trafka.broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
 
@@ -408,6 +451,8 @@ class Broker:
             self._background.cancel()
         if self._groups is not None:
             self._groups.stop()
+        if self._shares is not None:
+            self._shares.stop()
         if self.log_manager.loaded:
             self.log_manager.close()
             log.info("logs flushed and checkpointed")
