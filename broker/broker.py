@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from trafka.broker.txn.channel import PeerChannel
     from trafka.broker.txn.coordinator import TransactionCoordinator
     from trafka.broker.txn.markers import TxnMarker
+    from trafka.broker.share.manager import SharePartitionManager
     from trafka.broker.share.coordinator import ShareCoordinator
     from trafka.broker.share.state import SharePersister
-    from trafka.broker.share.manager import SharePartitionManager
     from trafka.broker.metrics import Metrics
     from trafka.broker.cluster.users import ClusterScramCredentials
     from trafka.broker.cluster.acls import ClusterAcls
@@ -268,26 +268,6 @@ class Broker:
             self._background_tasks.start_soon(self._transactions.run)
         return self._transactions
 
-    def share_manager(self) -> SharePartitionManager:
-        """The share partitions this broker leads, their share sessions and acquisition locks (ShareFetch and
-        ShareAcknowledge, broker.share.manager). The first call starts it with the broker's background tasks."""
-        if self._share_partitions is None:
-            if self._background_tasks is None:
-                raise RuntimeError("the share partition manager runs with the broker's background tasks")
-            from trafka.broker.share.manager import SharePartitionManager
-
-            groups = self.group_coordinator()
-            self._share_partitions = SharePartitionManager(
-                self.config.properties, self.share_persister,
-                group_configs=getattr(groups, "share_group_config", None))
-            register = getattr(groups, "on_share_member_left", None)
-            if register is not None:
-                register(self._share_partitions.member_left)
-            if self.metrics is not None:
-                self.metrics.watch_share_partitions(self._share_partitions)
-            self._background_tasks.start_soon(self._share_partitions.run)
-        return self._share_partitions
-
     def share_coordinator(self) -> ShareCoordinator:
         """The share coordinator: the state of share groups' partitions (kept in ``__share_group_state``). The
         first call starts it with the broker's background tasks."""
@@ -319,6 +299,26 @@ class Broker:
                 self._share_persister = ClusterPersister(self.share_coordinator, self.node_id, self.topics.live_brokers,
                                                          security=inter_broker_security(self.config))
         return self._share_persister
+
+    def share_manager(self) -> SharePartitionManager:
+        """The share partitions this broker leads, their share sessions and acquisition locks (ShareFetch and
+        ShareAcknowledge, broker.share.manager). The first call starts it with the broker's background tasks."""
+        if self._share_partitions is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the share partition manager runs with the broker's background tasks")
+            from trafka.broker.share.manager import SharePartitionManager
+
+            groups = self.group_coordinator()
+            self._share_partitions = SharePartitionManager(
+                self.config.properties, self.share_persister,
+                group_configs=getattr(groups, "share_group_config", None))
+            register = getattr(groups, "on_share_member_left", None)
+            if register is not None:
+                register(self._share_partitions.member_left)
+            if self.metrics is not None:
+                self.metrics.watch_share_partitions(self._share_partitions)
+            self._background_tasks.start_soon(self._share_partitions.run)
+        return self._share_partitions
 
     async def _offsets_partition_for(self, group_id: str) -> int:
         """The partition of ``__consumer_offsets`` that holds ``group_id`` (AddOffsetsToTxn), with the

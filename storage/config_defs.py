@@ -689,6 +689,22 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
     _broker("offset.metadata.max.bytes", _T.INT, 4096,
             "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond it).",
             "offset_metadata_max_bytes"),
+    # Share partitions (broker.share.manager): what a share group's consumers acquire, and for how long.
+    _broker("group.share.record.lock.duration.ms", _T.INT, 30_000,
+            "How long records acquired by a share consumer stay locked to it, where its group does not say "
+            "(share.record.lock.duration.ms).", minimum=1000, maximum=3_600_000),
+    _broker("group.share.min.record.lock.duration.ms", _T.INT, 15_000,
+            "Least share.record.lock.duration.ms a share group may set.", minimum=1000, maximum=30_000),
+    _broker("group.share.max.record.lock.duration.ms", _T.INT, 60_000,
+            "Greatest share.record.lock.duration.ms a share group may set.", minimum=30_000, maximum=3_600_000),
+    _broker("group.share.delivery.count.limit", _T.INT, 5,
+            "Deliveries of a record to share consumers before it is archived, where its group does not say "
+            "(share.delivery.count.limit).", minimum=2, maximum=10),
+    _broker("group.share.partition.max.record.locks", _T.INT, 2000,
+            "Most records of a share partition in flight (acquired or waiting for redelivery) at once, where its "
+            "group does not say (share.partition.max.record.locks).", minimum=100, maximum=10_000),
+    _broker("group.share.max.share.sessions", _T.INT, 2000,
+            "Most share sessions (ShareFetch) this broker keeps at once.", minimum=1),
     # DescribeTopicPartitions.
     _broker("max.request.partition.size.limit", _T.INT, 2000,
             "Most partitions one DescribeTopicPartitions response describes.", "max_request_partition_size_limit",

@@ -42,6 +42,8 @@ from trafka.broker.handlers import (  # noqa: E402,F401  (imported for their reg
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    share_fetch,
+    share_acknowledge,
     share_group_heartbeat,
     share_group_describe,
     add_partitions_to_txn,
