@@ -380,8 +380,8 @@ class ShareGroupProtocol:
         #: Group configs set by IncrementalAlterConfigs/AlterConfigs (share.session.timeout.ms ...), by group id.
         self.group_configs: dict[str, dict[str, str]] = {}
         self._member_left: list[Callable[[str, str], object]] = []
-        self._in_flight: set[tuple[str, uuid.UUID, int]] = set()
-        self._send, self._receive = trio.open_memory_channel[tuple[str, uuid.UUID, int]](math.inf)
+        self._in_flight: set[str] = set()
+        self._send, self._receive = trio.open_memory_channel[str](math.inf)
 
     # ================================================================================ listeners
 
@@ -684,67 +684,70 @@ class ShareGroupProtocol:
     # ================================================================================ share state
 
     def _queue_initialization(self, group: ShareGroup) -> None:
-        for topic_id, topic in group.initializing.items():
-            for partition in topic.partitions:
-                key = (group.group_id, topic_id, partition)
-                if key not in self._in_flight:
-                    self._in_flight.add(key)
-                    self._send.send_nowait(key)
+        if group.initializing and group.group_id not in self._in_flight:
+            self._in_flight.add(group.group_id)
+            self._send.send_nowait(group.group_id)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Initialize the share state of partitions groups record as initializing, one at a time."""
+        """Initialize the share state of the partitions groups record as initializing, a group at a time."""
         task_status.started()
-        async for key in self._receive:
+        async for group_id in self._receive:
             try:
-                await self._initialize(*key)
+                await self._initialize(group_id)
             except Exception:
-                log.exception("share group %s: initializing the state of %s-%d failed", *key)
+                log.exception("share group %s: initializing share state failed", group_id)
             finally:
-                self._in_flight.discard(key)
+                self._in_flight.discard(group_id)
 
-    async def _initialize(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+    async def _initialize(self, group_id: str) -> None:
+        """Initialize every partition the group is initializing, then record those done in one record."""
         group = self.coordinator.groups.get(group_id)
-        if not isinstance(group, ShareGroup) or topic_id not in group.initializing:
-            return
-        if partition not in group.initializing[topic_id].partitions:
+        if not isinstance(group, ShareGroup) or not group.initializing:
             return
         resolver = self.start_offset_resolver or self._start_offset
-        start_offset = resolver(group_id, topic_id, partition)
-        if self.persister is not None:
-            try:
-                await _call(self.persister().initialize(group_id, topic_id, partition, group.group_epoch, start_offset))
-            except KafkaError as exc:
-                log.info("share group %s: the share state of %s-%d is not initialized yet: %s; tried again at "
-                         "the next heartbeat", group_id, topic_id, partition, exc)
-                return
+        done: dict[uuid.UUID, set[int]] = {}
+        for topic_id, topic in list(group.initializing.items()):
+            for partition in sorted(topic.partitions):
+                start_offset = resolver(group_id, topic_id, partition)
+                if self.persister is not None:
+                    try:
+                        await _call(self.persister().initialize(
+                            group_id, topic_id, partition, group.group_epoch, start_offset))
+                    except KafkaError as exc:
+                        log.info("share group %s: the share state of %s-%d is not initialized yet: %s; tried "
+                                 "again at the next heartbeat", group_id, topic.name, partition, exc)
+                        continue
+                done.setdefault(topic_id, set()).add(partition)
         group = self.coordinator.groups.get(group_id)
-        if not isinstance(group, ShareGroup) or topic_id not in group.initializing:
-            return
-        if not self.coordinator.is_serving(group_id):
-            return
-        topic = group.initializing[topic_id]
-        if partition not in topic.partitions:
+        if not done or not isinstance(group, ShareGroup) or not self.coordinator.is_serving(group_id):
             return
         initializing = dict(group.initializing)
-        rest = topic.partitions - {partition}
-        if rest:
-            initializing[topic_id] = dataclasses.replace(topic, partitions=rest)
-        else:
-            del initializing[topic_id]
         initialized = dict(group.initialized)
-        done = initialized.get(topic_id)
-        initialized[topic_id] = TopicState(
-            topic.name, (done.partitions if done else frozenset()) | {partition},
-            done.create_timestamp if done else topic.create_timestamp,
-        )
+        moved = []
+        for topic_id, partitions in done.items():
+            topic = initializing.get(topic_id)
+            if topic is None:
+                continue
+            partitions &= set(topic.partitions)
+            rest = topic.partitions - partitions
+            if rest:
+                initializing[topic_id] = dataclasses.replace(topic, partitions=rest)
+            else:
+                del initializing[topic_id]
+            before = initialized.get(topic_id)
+            initialized[topic_id] = TopicState(
+                topic.name, (before.partitions if before else frozenset()) | partitions,
+                before.create_timestamp if before else topic.create_timestamp,
+            )
+            moved += [f"{topic.name}-{p}" for p in sorted(partitions)]
+        if not moved:
+            return
         try:
             self._write(group_id, [_state_metadata_record(group_id, initializing, initialized, group.deleting)])
         except KafkaError as exc:
-            log.warning("share group %s: could not record the share state of %s-%d: %s",
-                        group_id, topic.name, partition, exc)
+            log.warning("share group %s: could not record initialized share state: %s", group_id, exc)
             return
-        log.info("share group %s: share state of %s-%d initialized at start offset %d",
-                 group_id, topic.name, partition, start_offset)
+        log.info("share group %s: share state of %s initialized", group_id, ", ".join(moved))
 
     def _start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """Where a partition's share state starts by the group's share.auto.offset.reset: the log start

@@ -1,0 +1,198 @@
+"""Share groups (KIP-932) side by side with Apache Kafka 4.4: the same ShareGroupHeartbeat and
+ShareGroupDescribe conversations get the same errors and messages, epochs and assignments from both, and
+ListGroups, DescribeGroups, DeleteGroups, OffsetFetch and OffsetCommit treat share groups alike.
+
+Kafka computes a share group's target assignment on a background thread at most once a second by default;
+the settings here make it compute the assignment at the heartbeat that needs it, as trafka does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference import KafkaBroker
+from compat_tests.test_differential import create, side_by_side
+from compat_tests.wire_client import WireClient
+from trafka.wire.messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+
+SETTINGS = {
+    "offsets.topic.num.partitions": 1,
+    "share.coordinator.state.topic.replication.factor": 1,
+    "share.coordinator.state.topic.min.isr": 1,
+    "share.coordinator.state.topic.num.partitions": 1,
+    "group.share.assignor.offload.enable": "false",
+    "group.share.assignment.interval.ms": 0,
+}
+COORDINATOR_NOT_READY = {14, 15, 16}
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    with side_by_side(Path(tmp_path_factory.mktemp("share-differential")), SETTINGS) as started:
+        yield started
+
+
+class Conversation:
+    """ShareGroupHeartbeats to one broker, answers reduced to what a client sees (topic ids as names)."""
+
+    def __init__(self, client: WireClient, topics: dict[str, str]):
+        self.client, self.topics = client, topics
+
+    def heartbeat(self, group_id: str, member_id: str, epoch: int, topics: list[str] | None = None, **fields):
+        request = ShareGroupHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=epoch,
+                                             subscribed_topic_names=topics, **fields)
+        deadline = time.monotonic() + 30
+        while True:
+            response = self.client.request(request, 1)
+            if response.error_code not in COORDINATOR_NOT_READY:
+                break
+            assert time.monotonic() < deadline, response
+            time.sleep(0.2)
+        assignment = None
+        if response.assignment is not None:
+            assignment = {self.topics[str(tp.topic_id)]: sorted(tp.partitions)
+                          for tp in response.assignment.topic_partitions}
+        return (response.error_code, response.error_message, response.member_id, response.member_epoch,
+                response.heartbeat_interval_ms, assignment)
+
+    def until_assigned(self, group_id: str, member_id: str, epoch: int):
+        """Heartbeats until the member's partitions come (their share state initialized)."""
+        deadline = time.monotonic() + 30
+        while True:
+            answer = self.heartbeat(group_id, member_id, epoch)
+            if answer[5]:
+                return answer
+            epoch = answer[3]
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+
+    def describe(self, *group_ids: str):
+        response = self.client.request(ShareGroupDescribeRequest(group_ids=list(group_ids),
+                                                                 include_authorized_operations=True), 1)
+        return [(g.group_id, g.error_code, g.error_message, g.group_state, g.group_epoch, g.assignment_epoch,
+                 g.assignor_name, g.authorized_operations,
+                 sorted((m.member_id, m.member_epoch, m.rack_id, m.client_id, m.client_host,
+                         m.subscribed_topic_names,
+                         sorted((tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions))
+                        for m in g.members))
+                for g in response.groups]
+
+
+def conversation(process, *topics: tuple[str, int]) -> tuple[Conversation, WireClient]:
+    client = WireClient(process.bootstrap)
+    for name, partitions in topics:
+        create(client, name, partitions)
+    from trafka.wire.messages import MetadataRequest
+
+    metadata = client.request(MetadataRequest(topics=None), 12)
+    names = {str(t.topic_id): t.name for t in metadata.topics}
+    client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["warm-up"]), 4)
+    return Conversation(client, names), client
+
+
+def on_both(brokers, scenario) -> dict[str, object]:
+    observed = {}
+    for name, process in brokers.items():
+        talk, client = conversation(process, ("sd-four", 4), ("sd-one", 1))
+        try:
+            observed[name] = scenario(talk)
+        finally:
+            client.close()
+    return observed
+
+
+def assert_same(observed) -> None:
+    assert observed["trafka"] == observed["kafka"], observed
+
+
+def test_bad_heartbeats_get_the_same_errors(brokers):
+    def scenario(talk: Conversation):
+        talk.heartbeat("sd-errors", "joined", 0, ["sd-one"])
+        return [
+            talk.heartbeat("sd-errors", "", 0, ["sd-one"]),
+            talk.heartbeat("sd-errors", "y" * 36, 0, ["sd-one"])[0],
+            talk.heartbeat("sd-errors", "y" * 37, 0, ["sd-one"]),
+            talk.heartbeat("", "m", 0, ["sd-one"]),
+            talk.heartbeat("sd-errors", "m", 0, ["sd-one"], rack_id=""),
+            talk.heartbeat("sd-errors", "m", 0, None),
+            talk.heartbeat("sd-errors", "m", 0, []),
+            talk.heartbeat("sd-errors", "m", -2),
+            talk.heartbeat("sd-errors", "m", -3),
+            talk.heartbeat("sd-errors", "stranger", 2),
+            talk.heartbeat("sd-errors", "stranger", -1),
+            talk.heartbeat("sd-errors", "joined", 9),
+            talk.heartbeat("sd-errors", "joined", 1),
+            talk.heartbeat("sd-missing", "m", 3),
+            talk.heartbeat("sd-missing", "m", -1),
+        ]
+
+    assert_same(on_both(brokers, scenario))
+
+
+def test_members_join_share_the_partitions_and_leave_with_the_same_epochs(brokers):
+    def scenario(talk: Conversation):
+        seen = [talk.heartbeat("sd-group", "member-a", 0, ["sd-four"])]
+        seen.append(talk.until_assigned("sd-group", "member-a", seen[-1][3]))
+        b = talk.heartbeat("sd-group", "member-b", 0, ["sd-four"])
+        seen.append(b[:5] + (len(b[5]["sd-four"]),))
+        a = talk.heartbeat("sd-group", "member-a", seen[1][3])
+        seen.append(a[:5] + (sorted(a[5]["sd-four"] + b[5]["sd-four"]),))
+        described = talk.describe("sd-group", "sd-nope", "")
+        seen.append([d[:8] + (len(d[8]),) for d in described])
+        seen.append(talk.heartbeat("sd-group", "member-b", -1))
+        seen.append(talk.heartbeat("sd-group", "member-a", a[3]))
+        seen.append(talk.describe("sd-group"))
+        return seen
+
+    assert_same(on_both(brokers, scenario))
+
+
+def test_more_members_than_partitions(brokers):
+    def scenario(talk: Conversation):
+        first = talk.heartbeat("sd-crowd", "c0", 0, ["sd-one"])
+        seen = [first, talk.until_assigned("sd-crowd", "c0", first[3])]
+        seen += [talk.heartbeat("sd-crowd", f"c{i}", 0, ["sd-one"]) for i in (1, 2)]
+        seen.append(talk.describe("sd-crowd"))
+        return seen
+
+    assert_same(on_both(brokers, scenario))
+
+
+def test_group_apis_treat_share_groups_alike(brokers):
+    def scenario(talk: Conversation):
+        client = talk.client
+        talk.heartbeat("sd-admin", "m", 0, ["sd-one"])
+        seen = [
+            [(g.group_id, g.protocol_type, g.group_state, g.group_type)
+             for g in client.request(ListGroupsRequest(types_filter=["share"]), 5).groups if g.group_id == "sd-admin"],
+            client.request(DescribeGroupsRequest(groups=["sd-admin"]), 5).groups,
+            client.request(DeleteGroupsRequest(groups_names=["sd-admin"]), 2).results,
+            client.request(OffsetFetchRequest(group_id="sd-admin", topics=None), 7),
+            client.request(OffsetCommitRequest(
+                group_id="sd-admin", generation_id_or_member_epoch=-1, member_id="", topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name="sd-one", partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]),
+                8).topics[0].partitions[0].error_code,
+            talk.heartbeat("sd-admin", "m", -1),
+            [(g.group_id, g.group_state)
+             for g in client.request(ListGroupsRequest(types_filter=["share"]), 5).groups if g.group_id == "sd-admin"],
+            client.request(DeleteGroupsRequest(groups_names=["sd-admin"]), 2).results,
+            [g.group_id for g in client.request(ListGroupsRequest(types_filter=["share"]), 5).groups
+             if g.group_id == "sd-admin"],
+        ]
+        return seen
+
+    assert_same(on_both(brokers, scenario))
