@@ -196,3 +196,59 @@ def test_group_apis_treat_share_groups_alike(brokers):
         return seen
 
     assert_same(on_both(brokers, scenario))
+
+
+def test_group_configs_are_described_checked_and_altered_alike(brokers):
+    from trafka.wire.messages import (
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+        ListConfigResourcesRequest,
+    )
+
+    D, Inc, A = DescribeConfigsRequest, IncrementalAlterConfigsRequest, AlterConfigsRequest
+
+    def scenario(talk: Conversation):
+        client = talk.client
+
+        def describe(name: str, keys=None):
+            result = client.request(D(resources=[D.DescribeConfigsResource(
+                resource_type=32, resource_name=name, configuration_keys=keys)], include_synonyms=True), 4).results[0]
+            return (result.error_code, result.error_message,
+                    [(c.name, c.value, c.read_only, c.config_source, c.is_sensitive, c.config_type,
+                      [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs])
+
+        def alter(name: str, *ops, validate_only=False):
+            response = client.request(Inc(resources=[Inc.AlterConfigsResource(
+                resource_type=32, resource_name=name, configs=[
+                    Inc.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])],
+                validate_only=validate_only), 1)
+            return [(r.error_code, r.error_message) for r in response.responses]
+
+        seen = [describe("sd-configs"), describe("")]
+        for name, value in [("share.session.timeout.ms", "1000"), ("share.heartbeat.interval.ms", "99999"),
+                            ("share.auto.offset.reset", "middle"), ("share.nope", "1"),
+                            ("share.record.lock.duration.ms", "abc"), ("share.record.lock.duration.ms", "1"),
+                            ("share.record.lock.duration.ms", "14000"), ("share.delivery.count.limit", "11"),
+                            ("share.partition.max.record.locks", "50"), ("share.isolation.level", "x"),
+                            ("share.renew.acknowledge.enable", "x"), ("consumer.session.timeout.ms", "1"),
+                            ("streams.num.standby.replicas", "9"), ("streams.assignor.name", "x")]:
+            seen.append(alter("sd-configs", (name, 0, value), validate_only=True))
+        seen.append(alter("sd-configs", ("share.record.lock.duration.ms", 2, "20000")))
+        seen.append(alter("", ("share.record.lock.duration.ms", 0, "20000")))
+        seen.append(alter("sd-configs", ("share.session.timeout.ms", 0, "50000"),
+                          ("share.auto.offset.reset", 0, "by_duration:PT1H"),
+                          ("share.isolation.level", 0, "read_committed"),
+                          ("share.record.lock.duration.ms", 0, "20000"), ("share.delivery.count.limit", 0, "3")))
+        seen.append(describe("sd-configs"))
+        seen.append(alter("sd-configs", ("share.session.timeout.ms", 1, None)))
+        seen.append(describe("sd-configs", ["share.session.timeout.ms", "share.auto.offset.reset"]))
+        response = client.request(A(resources=[A.AlterConfigsResource(resource_type=32, resource_name="sd-configs",
+                                  configs=[A.AlterableConfig(name="share.delivery.count.limit", value="4")])]), 2)
+        seen.append([(r.error_code, r.error_message) for r in response.responses])
+        seen.append(describe("sd-configs"))
+        listed = client.request(ListConfigResourcesRequest(resource_types=[32]), 1)
+        seen.append((listed.error_code, [(r.resource_name, r.resource_type) for r in listed.config_resources]))
+        return seen
+
+    assert_same(on_both(brokers, scenario))

@@ -382,6 +382,57 @@ def _broker(name: str, config_type: ConfigType, default: Any, doc: str, field: s
     return ConfigDef(name, config_type, default, doc, field=field, **facts)
 
 
+def _group_config_settings() -> tuple[ConfigDef, ...]:
+    """Broker settings that are only the defaults and bounds of group configs (GROUP config resources): the
+    default a group's config shows, and the range IncrementalAlterConfigs and AlterConfigs keep it in."""
+    note = "the default or bound of a group config; trafka serves no streams groups"
+    rows: list[tuple[str, ConfigType, Any, str]] = [
+        ("group.consumer.min.session.timeout.ms", _T.INT, 45_000, "Least consumer.session.timeout.ms of a group."),
+        ("group.consumer.max.session.timeout.ms", _T.INT, 60_000, "Greatest consumer.session.timeout.ms of a group."),
+        ("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, "Least consumer.heartbeat.interval.ms of a group."),
+        ("group.consumer.max.heartbeat.interval.ms", _T.INT, 15_000,
+         "Greatest consumer.heartbeat.interval.ms of a group."),
+        ("group.consumer.assignment.interval.ms", _T.INT, 1000,
+         "Default consumer.assignment.interval.ms of a group (least time between two target assignments)."),
+        ("group.consumer.min.assignment.interval.ms", _T.INT, 0, "Least consumer.assignment.interval.ms of a group."),
+        ("group.consumer.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest consumer.assignment.interval.ms of a group."),
+        ("group.consumer.assignor.offload.enable", _T.BOOLEAN, True,
+         "Default consumer.assignor.offload.enable of a group."),
+        ("group.share.min.assignment.interval.ms", _T.INT, 0, "Least share.assignment.interval.ms of a share group."),
+        ("group.share.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest share.assignment.interval.ms of a share group."),
+        ("group.share.min.delivery.count.limit", _T.INT, 2, "Least share.delivery.count.limit of a share group."),
+        ("group.share.max.delivery.count.limit", _T.INT, 10, "Greatest share.delivery.count.limit of a share group."),
+        ("group.share.min.partition.max.record.locks", _T.INT, 100,
+         "Least share.partition.max.record.locks of a share group."),
+        ("group.share.max.partition.max.record.locks", _T.INT, 4000,
+         "Greatest share.partition.max.record.locks of a share group."),
+        ("group.streams.session.timeout.ms", _T.INT, 45_000, "Default streams.session.timeout.ms of a group."),
+        ("group.streams.min.session.timeout.ms", _T.INT, 45_000, "Least streams.session.timeout.ms of a group."),
+        ("group.streams.max.session.timeout.ms", _T.INT, 60_000, "Greatest streams.session.timeout.ms of a group."),
+        ("group.streams.heartbeat.interval.ms", _T.INT, 5000, "Default streams.heartbeat.interval.ms of a group."),
+        ("group.streams.min.heartbeat.interval.ms", _T.INT, 5000, "Least streams.heartbeat.interval.ms of a group."),
+        ("group.streams.max.heartbeat.interval.ms", _T.INT, 15_000,
+         "Greatest streams.heartbeat.interval.ms of a group."),
+        ("group.streams.assignment.interval.ms", _T.INT, 1000, "Default streams.assignment.interval.ms of a group."),
+        ("group.streams.min.assignment.interval.ms", _T.INT, 0, "Least streams.assignment.interval.ms of a group."),
+        ("group.streams.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest streams.assignment.interval.ms of a group."),
+        ("group.streams.assignor.offload.enable", _T.BOOLEAN, True,
+         "Default streams.assignor.offload.enable of a group."),
+        ("group.streams.assignors", _T.LIST, "sticky", "Task assignors of streams groups (streams.assignor.name)."),
+        ("group.streams.initial.rebalance.delay.ms", _T.INT, 3000,
+         "Default streams.initial.rebalance.delay.ms of a group."),
+        ("group.streams.num.standby.replicas", _T.INT, 0, "Default streams.num.standby.replicas of a group."),
+        ("group.streams.max.standby.replicas", _T.INT, 2, "Greatest streams.num.standby.replicas of a group."),
+        ("group.streams.rack.aware.assignment.tags", _T.LIST, "",
+         "Default streams.rack.aware.assignment.tags of a group."),
+    ]
+    return tuple(_broker(name, config_type, default, doc, note=note if name.startswith("group.streams.") else None)
+                 for name, config_type, default, doc in rows)
+
+
 #: The broker's own settings: where it is and who it is, what it serves, and the settings each part of it
 #: reads (the ones held in ``BrokerConfig`` name their attribute, in the order they are parsed).
 _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
@@ -681,6 +732,7 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
     _broker("group.share.initialize.retry.interval.ms", _T.INT, 30_000,
             "How long before the share state of partitions a share group could not initialize is tried again.",
             minimum=1, note="tried again at the group's next heartbeat"),
+    *_group_config_settings(),
     _broker("offsets.retention.check.interval.ms", _T.LONG, 600_000, "How often expired offsets are looked for.",
             "offsets_retention_check_interval_ms", minimum=1),
     _broker("offsets.commit.timeout.ms", _T.INT, 5000,

@@ -56,6 +56,7 @@ from trafka.broker.groups.classic import ClassicGroup, ClassicGroupMember, Group
 from trafka.broker.groups.classic_protocol import ClassicGroupProtocol
 from trafka.broker.groups.consumer import ConsumerGroup
 from trafka.broker.groups.consumer_protocol import ConsumerGroupProtocol
+from trafka.broker.groups.group_configs import GroupConfigStore
 from trafka.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata, OffsetStore
 from trafka.broker.groups.share import ShareGroup, ShareGroupProtocol
 from trafka.broker.groups.share_records import SHARE_GROUP_KEY_TYPES, decode_share_group_value
@@ -172,6 +173,9 @@ class GroupCoordinator:
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
         self.share = ShareGroupProtocol(self)
+        #: Groups' own configs (GROUP config resources), read by share groups for their settings.
+        self.group_configs = GroupConfigStore.load(config.data_dir)
+        self.share.group_configs = self.group_configs.configs
         self.runtime = CoordinatorRuntime(offsets_topic(config), self, topics, single_node=single_node)
         # A single node leads every partition of __consumer_offsets: load them all (as a broker of a
         # cluster loads those it leads now, and is told of the others as leadership moves).

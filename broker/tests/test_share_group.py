@@ -368,3 +368,70 @@ async def test_the_group_survives_a_restart(nursery, tmp_path):
 async def _coordinator_ready(running) -> bool:
     await trio.sleep(0)
     return running.broker.group_coordinator().active
+
+
+# ============================================================================ group configs
+
+async def describe_group_configs(client, group_id: str, keys=None) -> dict[str, tuple[str, int]]:
+    from trafka.wire.messages import DescribeConfigsRequest as D
+
+    response = await client.request(D(resources=[D.DescribeConfigsResource(
+        resource_type=32, resource_name=group_id, configuration_keys=keys)], include_synonyms=True), 4)
+    (result,) = response.results
+    assert result.error_code == 0, result
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+async def alter_group_configs(client, group_id: str, *operations, validate_only: bool = False):
+    from trafka.wire.messages import IncrementalAlterConfigsRequest as I
+
+    response = await client.request(I(resources=[I.AlterConfigsResource(
+        resource_type=32, resource_name=group_id, configs=[
+            I.AlterableConfig(name=name, config_operation=op, value=value) for name, op, value in operations])],
+        validate_only=validate_only), 1)
+    return [(r.error_code, r.error_message) for r in response.responses]
+
+
+GROUP_CONFIG_ERRORS = [
+    ("share.session.timeout.ms", "1000", "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    ("share.record.lock.duration.ms", "abc",
+     "Invalid value abc for configuration share.record.lock.duration.ms: Not a number of type INT"),
+    ("share.delivery.count.limit", "1",
+     "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+    ("share.isolation.level", "x",
+     "Invalid value x for configuration share.isolation.level: String must be one of: read_committed, "
+     "read_uncommitted"),
+    ("share.nope", "1", "Unknown group config name: share.nope"),
+]
+
+
+@pytest.mark.parametrize("name, value, message", GROUP_CONFIG_ERRORS,
+                         ids=[c[0] + "=" + c[1] for c in GROUP_CONFIG_ERRORS])
+async def test_bad_group_configs_are_refused(client, name, value, message):
+    assert await alter_group_configs(client, "sg-bad-config", (name, 0, value)) == [(ErrorCode.INVALID_CONFIG, message)]
+
+
+async def test_group_configs_are_kept_and_used(nursery, tmp_path):
+    data_dir = tmp_path / "data"
+    first = await start_broker(nursery, data_dir, FEW_OFFSETS_PARTITIONS)
+    client = await first.client()
+    described = await describe_group_configs(client, "sg-configured")
+    assert described["share.heartbeat.interval.ms"] == ("5000", 5)
+    assert described["share.auto.offset.reset"] == ("latest", 5)
+    assert await alter_group_configs(client, "sg-configured", ("share.heartbeat.interval.ms", 0, "7000"),
+                                     ("share.auto.offset.reset", 0, "earliest")) == [(0, None)]
+    joined = await heartbeat(client, "sg-configured", "m", 0, ["t"])
+    assert joined.heartbeat_interval_ms == 7000
+    config = first.broker.group_coordinator().share_group_config("sg-configured")
+    assert (config["share.heartbeat.interval.ms"], config["share.auto.offset.reset"]) == (7000, "earliest")
+    assert config["share.record.lock.duration.ms"] == 30_000
+    await first.close()
+
+    second = await start_broker(nursery, data_dir, FEW_OFFSETS_PARTITIONS)
+    client = await second.client()
+    described = await describe_group_configs(client, "sg-configured", ["share.heartbeat.interval.ms"])
+    assert described == {"share.heartbeat.interval.ms": ("7000", 8)}
+    assert await alter_group_configs(client, "sg-configured", ("share.heartbeat.interval.ms", 1, None)) == [(0, None)]
+    described = await describe_group_configs(client, "sg-configured", ["share.heartbeat.interval.ms"])
+    assert described == {"share.heartbeat.interval.ms": ("5000", 5)}
+    await second.close()
