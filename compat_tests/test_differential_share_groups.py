@@ -252,3 +252,74 @@ def test_group_configs_are_described_checked_and_altered_alike(brokers):
         return seen
 
     assert_same(on_both(brokers, scenario))
+
+
+# ------------------------------------------------------------------------------------------ authorization
+
+@pytest.fixture(scope="module")
+def authorizing_brokers(tmp_path_factory: pytest.TempPathFactory):
+    """Kafka and trafka with the StandardAuthorizer and the users, topics and ACLs of
+    test_differential_authorization, and alice allowed to READ share group ``s-alice``."""
+    from compat_tests import test_differential_authorization as authorization
+    from trafka.broker.security.authorizer import AclOperation, AclPermissionType, AclResourceType, PatternType
+    from trafka.wire import messages as m
+
+    root = Path(tmp_path_factory.mktemp("share-authorization"))
+    settings = {**authorization.SETTINGS, **SETTINGS}
+    kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    sasl_port = authorization._free_port()
+    (root / "trafka").mkdir()
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
+        **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
+    try:
+        kafka.start()
+        trafka.start()
+        for process in (kafka, trafka):
+            authorization._prepare(process.bootstrap)
+            with WireClient(process.bootstrap) as client:
+                response = client.request(m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+                    resource_type=AclResourceType.GROUP, resource_name="s-alice",
+                    resource_pattern_type=PatternType.LITERAL, principal="User:alice", host="*",
+                    operation=AclOperation.READ, permission_type=AclPermissionType.ALLOW)]), 3)
+                assert {r.error_code for r in response.results} == {0}, response
+        yield {"kafka": (kafka, kafka.ports["SASL_PLAINTEXT"]), "trafka": (trafka, sasl_port)}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+@pytest.mark.parametrize("user", ["alice", "bob"])
+def test_share_group_apis_check_what_kafka_checks(authorizing_brokers, user):
+    from compat_tests import test_differential_authorization as authorization
+
+    def heartbeat(client: WireClient, group_id: str, member_id: str, topics: list[str]):
+        request = ShareGroupHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=0,
+                                             subscribed_topic_names=topics)
+        deadline = time.monotonic() + 30
+        while True:
+            response = client.request(request, 1)
+            if response.error_code not in COORDINATOR_NOT_READY:
+                return (response.error_code, response.error_message, response.member_id, response.member_epoch)
+            assert time.monotonic() < deadline, response
+            time.sleep(0.2)
+
+    def ask(client: WireClient):
+        seen = [
+            heartbeat(client, "s-alice", f"{user}-1", ["orders"]),
+            heartbeat(client, "s-alice", f"{user}-2", ["orders", "secret"]),
+            heartbeat(client, "s-alice", f"{user}-3", ["missing-topic"]),
+            heartbeat(client, "g-other", f"{user}-4", ["orders"]),
+            heartbeat(client, "g-alice", f"{user}-5", ["orders"]),
+        ]
+        described = client.request(ShareGroupDescribeRequest(group_ids=["s-alice", "g-other", "g-alice"],
+                                                             include_authorized_operations=True), 1)
+        seen.append(sorted((g.group_id, g.error_code, g.error_message, g.group_state, g.authorized_operations,
+                            sorted(mb.member_id for mb in g.members)) for g in described.groups))
+        return seen
+
+    observed = {}
+    for name, (_process, sasl_port) in authorizing_brokers.items():
+        with WireClient(f"127.0.0.1:{sasl_port}") as client:
+            authorization._login(client, user)
+            observed[name] = ask(client)
+    assert_same(observed)
