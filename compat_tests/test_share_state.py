@@ -275,3 +275,92 @@ def test_the_same_records_and_the_state_after_a_restart(brokers):
             assert (state.read("g3", 0, 1), state.read("g1", 0, 0), state.read("g2", 1, 0)) == before[name], name
         finally:
             state.close()
+
+
+# ==================================================================================================== offsets APIs
+
+
+def offsets_scenario(bootstrap: str) -> list[tuple[str, object]]:
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets through their cases, around a
+    share group that a member joins and leaves; what each answered (topic ids left out)."""
+    from compat_tests.test_differential import produce
+    from trafka.wire.messages import (
+        AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequest,
+        ShareGroupHeartbeatRequest,
+    )
+    from trafka.wire.records import SimpleRecord, build_batch
+
+    Describe, Alter = DescribeShareGroupOffsetsRequest, AlterShareGroupOffsetsRequest
+    Delete = DeleteShareGroupOffsetsRequest
+    client = WireClient(bootstrap)
+    topic, group = "share-offsets", "share-offsets-group"
+    seen: list[tuple[str, object]] = []
+    try:
+        create(client, topic, 2)
+        for partition in range(2):
+            produce(client, topic, partition, build_batch([SimpleRecord(key=None, value=b"v%d" % i) for i in range(5)]))
+        deadline = time.monotonic() + 60
+        find = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
+        while client.request(find, 6).coordinators[0].error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
+        def describe(group_id: str, topics=None, version: int = 1):
+            response = client.request(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group_id, topics=topics)]), version)
+            return [(g.group_id, g.error_code, g.error_message, [
+                (t.topic_name, [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code)
+                                for p in t.partitions]) for t in g.topics]) for g in response.groups]
+
+        def alter(group_id: str, topics):
+            response = client.request(Alter(group_id=group_id, topics=[Alter.AlterShareGroupOffsetsRequestTopic(
+                topic_name=name, partitions=[Alter.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=p, start_offset=o) for p, o in partitions]) for name, partitions in topics]), 0)
+            return (response.error_code, response.error_message, [
+                (t.topic_name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
+                for t in response.responses])
+
+        def delete(group_id: str, names):
+            response = client.request(Delete(group_id=group_id, topics=[
+                Delete.DeleteShareGroupOffsetsRequestTopic(topic_name=name) for name in names]), 0)
+            return (response.error_code, response.error_message,
+                    [(t.topic_name, t.error_code, t.error_message) for t in response.responses])
+
+        def heartbeat(member_id: str, epoch: int, topics):
+            return client.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=epoch,
+                                                             subscribed_topic_names=topics), 1)
+
+        seen.append(("describe a missing group", describe("missing-" + group)))
+        seen.append(("describe a missing group's topic", describe("missing-" + group, [
+            Describe.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])))
+        member = str(uuid.uuid4())
+        joined = heartbeat(member, 0, [topic])
+        assert joined.error_code == 0, joined
+        seen.append(("alter a group with members", alter(group, [(topic, [(0, 2)])])))
+        seen.append(("delete from a group with members", delete(group, [topic])))
+        assert heartbeat(member, -1, None).error_code == 0
+        seen.append(("alter", alter(group, [(topic, [(0, 2), (1, 9), (5, 0)]), ("no-such-topic", [(0, 0)])])))
+        seen.append(("describe after alter", describe(group)))
+        seen.append(("describe v0", describe(group, version=0)))
+        seen.append(("describe some", describe(group, [Describe.DescribeShareGroupOffsetsRequestTopic(
+            topic_name=topic, partitions=[1, 0])])))
+        seen.append(("alter again", alter(group, [(topic, [(0, 1)])])))
+        seen.append(("describe after it", describe(group)))
+        seen.append(("alter a new group", alter("new-" + group, [(topic, [(0, 3)])])))
+        seen.append(("describe the new group", describe("new-" + group)))
+        seen.append(("delete", delete(group, [topic, "no-such-topic"])))
+        seen.append(("describe after delete", describe(group)))
+        seen.append(("delete from a missing group", delete("missing-" + group, [topic])))
+        seen.append(("alter nothing", alter(group, [])))
+        seen.append(("delete nothing", delete(group, [])))
+    finally:
+        client.close()
+    return seen
+
+
+def test_share_group_offsets_as_kafka(brokers):
+    observed = {name: offsets_scenario(process.bootstrap) for name, process in brokers.items()}
+    for (step, trafka), (_, kafka) in zip(observed["trafka"], observed["kafka"], strict=True):
+        assert trafka == kafka, step
