@@ -499,8 +499,8 @@ class GroupCoordinator:
         return group if isinstance(group, ShareGroup) else None
 
     def on_share_member_left(self, callback) -> None:
-        """Register ``callback(group_id, member_id)``: called when a share group member leaves, its session
-        expires, or its group is deleted or no longer coordinated here."""
+        """Register ``callback(group_id, member_id)``: called when a member of a share group coordinated here
+        leaves the group or its session expires."""
         self.share.add_member_left_listener(callback)
 
     def share_group_config(self, group_id: str) -> dict[str, object]:

@@ -381,13 +381,15 @@ class ShareGroupProtocol:
         self.group_configs: dict[str, dict[str, str]] = {}
         self._member_left: list[Callable[[str, str], object]] = []
         self._in_flight: set[str] = set()
+        #: Partitions of deleted topics whose share state is to be deleted, by (group id, topic id).
+        self._deleted_partitions: dict[tuple[str, uuid.UUID], set[int]] = {}
         self._send, self._receive = trio.open_memory_channel[str](math.inf)
 
     # ================================================================================ listeners
 
     def add_member_left_listener(self, callback: Callable[[str, str], object]) -> None:
-        """``callback(group_id, member_id)`` runs when a member leaves, is removed for its session, or its
-        group is no longer coordinated here."""
+        """``callback(group_id, member_id)`` runs when a member leaves the group or is removed from it when
+        its session expires."""
         self._member_left.append(callback)
 
     def _notify_left(self, group_id: str, member_id: str) -> None:
@@ -594,16 +596,25 @@ class ShareGroupProtocol:
         self, group: ShareGroup, members: Mapping[str, ShareGroupMember], records: list[Record]
     ) -> None:
         """Subscribed partitions whose share state is neither initialized nor being initialized: record that
-        the group initializes them."""
+        the group initializes them. Topics deleted since: record that their share state is being deleted."""
         subscribed = sorted({n for m in members.values() for n in m.subscribed_topic_names})
         initializing = dict(group.initializing)
+        initialized = dict(group.initialized)
+        deleting = dict(group.deleting)
         changed = False
         now = self.coordinator.now_ms()
+        topics = self.coordinator.topics
+        for states in (initializing, initialized):
+            for topic_id in [tid for tid in states if topics.by_id(tid) is None]:
+                gone = states.pop(topic_id)
+                deleting[topic_id] = gone.name
+                self._deleted_partitions.setdefault((group.group_id, topic_id), set()).update(gone.partitions)
+                changed = True
         for name in subscribed:
             topic = self.coordinator.topics.get(name)
             if topic is None:
                 continue
-            known = set(group.initialized.get(topic.topic_id, TopicState(name, frozenset())).partitions)
+            known = set(initialized.get(topic.topic_id, TopicState(name, frozenset())).partitions)
             known |= initializing.get(topic.topic_id, TopicState(name, frozenset())).partitions
             new = frozenset(range(len(topic.partitions))) - known
             if new:
@@ -612,7 +623,7 @@ class ShareGroupProtocol:
                 initializing[topic.topic_id] = TopicState(name, partitions, now)
                 changed = True
         if changed:
-            records.append(_state_metadata_record(group.group_id, initializing, group.initialized, group.deleting))
+            records.append(_state_metadata_record(group.group_id, initializing, initialized, deleting))
 
     # ================================================================================ leaving
 
@@ -684,7 +695,7 @@ class ShareGroupProtocol:
     # ================================================================================ share state
 
     def _queue_initialization(self, group: ShareGroup) -> None:
-        if group.initializing and group.group_id not in self._in_flight:
+        if (group.initializing or group.deleting) and group.group_id not in self._in_flight:
             self._in_flight.add(group.group_id)
             self._send.send_nowait(group.group_id)
 
@@ -693,6 +704,7 @@ class ShareGroupProtocol:
         task_status.started()
         async for group_id in self._receive:
             try:
+                await self._delete_deleted_topics(group_id)
                 await self._initialize(group_id)
             except Exception:
                 log.exception("share group %s: initializing share state failed", group_id)
@@ -748,6 +760,42 @@ class ShareGroupProtocol:
             log.warning("share group %s: could not record initialized share state: %s", group_id, exc)
             return
         log.info("share group %s: share state of %s initialized", group_id, ", ".join(moved))
+
+    async def _delete_deleted_topics(self, group_id: str) -> None:
+        """Delete the share state of topics deleted while the group used them, then record them gone."""
+        group = self.coordinator.groups.get(group_id)
+        if not isinstance(group, ShareGroup) or not group.deleting:
+            return
+        done = []
+        for topic_id in list(group.deleting):
+            partitions = self._deleted_partitions.get((group_id, topic_id), set())
+            try:
+                if self.persister is not None:
+                    persister = self.persister()
+                    for partition in sorted(partitions):
+                        try:
+                            await _call(persister.delete(group_id, topic_id, partition))
+                        except KafkaError as exc:
+                            if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                                raise
+            except KafkaError as exc:
+                log.info("share group %s: the share state of deleted topic %s is not deleted yet: %s",
+                         group_id, group.deleting.get(topic_id), exc)
+                continue
+            done.append(topic_id)
+        group = self.coordinator.groups.get(group_id)
+        if not done or not isinstance(group, ShareGroup) or not self.coordinator.is_serving(group_id):
+            return
+        deleting = {tid: name for tid, name in group.deleting.items() if tid not in done}
+        try:
+            self._write(group_id, [_state_metadata_record(group_id, group.initializing, group.initialized, deleting)])
+        except KafkaError as exc:
+            log.warning("share group %s: could not record deleted share state: %s", group_id, exc)
+            return
+        for topic_id in done:
+            self._deleted_partitions.pop((group_id, topic_id), None)
+        log.info("share group %s: share state of deleted topics %s deleted", group_id,
+                 ", ".join(str(t) for t in done))
 
     def _start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         """Where a partition's share state starts by the group's share.auto.offset.reset: the log start
@@ -886,13 +934,12 @@ class ShareGroupProtocol:
         self._queue_initialization(group)
 
     def on_removed(self, group: ShareGroup, error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
-        """The group is deleted or no longer coordinated here: its timers go, and its members are gone as
-        far as this broker's share partitions are concerned."""
+        """The group is deleted or no longer coordinated here: its timers go. Its members are not told to have
+        left: where the coordinator moved, they carry on with the broker that coordinates the group now."""
         if not group.dead:
             group.transition_to(ShareGroupState.DEAD)
         for member_id in group.members:
             self.timers.cancel(_session_key(group.group_id, member_id))
-            self._notify_left(group.group_id, member_id)
 
     # ================================================================================ describe
 

@@ -435,3 +435,43 @@ async def test_group_configs_are_kept_and_used(nursery, tmp_path):
     described = await describe_group_configs(client, "sg-configured", ["share.heartbeat.interval.ms"])
     assert described == {"share.heartbeat.interval.ms": ("5000", 5)}
     await second.close()
+
+
+async def test_partitions_added_to_a_subscribed_topic_are_initialized_and_assigned(client):
+    from trafka.wire.messages import CreatePartitionsRequest
+
+    topic_id = await create_topic(client, "sg-grow", 1)
+    _, assigned = await joined_with_partitions(client, "sg-grow", "m", ["sg-grow"])
+    assert partitions_of(assigned) == {topic_id: [0]}
+    grown = await client.request(CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+        name="sg-grow", count=2, assignments=None)], timeout_ms=5000, validate_only=False), 3)
+    assert grown.results[0].error_code == 0
+    response = assigned
+
+    async def both():
+        nonlocal response
+        response = await heartbeat(client, "sg-grow", "m", response.member_epoch)
+        return response.assignment is not None and partitions_of(response) == {topic_id: [0, 1]}
+
+    await wait_for(both, "the new partition to be assigned")
+    assert response.member_epoch > assigned.member_epoch
+
+
+async def test_a_deleted_topic_leaves_the_assignment_and_the_share_state(running, client):
+    from trafka.wire.messages import DeleteTopicsRequest
+
+    topic_id = await create_topic(client, "sg-gone", 2)
+    _, assigned = await joined_with_partitions(client, "sg-gone", "m", ["sg-gone"])
+    assert partitions_of(assigned) == {topic_id: [0, 1]}
+    deleted = await client.request(DeleteTopicsRequest(topic_names=["sg-gone"], timeout_ms=5000), 4)
+    assert deleted.responses[0].error_code == 0
+    response = await heartbeat(client, "sg-gone", "m", assigned.member_epoch)
+    assert (response.error_code, partitions_of(response)) == (0, {})
+    assert response.member_epoch > assigned.member_epoch
+    group = running.broker.group_coordinator().share_group("sg-gone")
+
+    async def forgotten():
+        await trio.sleep(0)
+        return not group.initialized and not group.deleting and not group.initializing
+
+    await wait_for(forgotten, "the deleted topic's share state to be forgotten")
