@@ -307,8 +307,8 @@ class SharePartitionManager:
                 entry.wake()
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The group coordinator's word that a member left: its session ends and its records are released."""
-        self.sessions.remove(group_id, member_id)
+        """The group coordinator's word that a member left: the records it holds are released (its share session
+        stays until closed: a consumer leaving acknowledges what it read after its last heartbeat)."""
         if self._nursery is not None:
             self._nursery.start_soon(self.release_member, group_id, member_id)
 
@@ -334,22 +334,28 @@ class SharePartitionManager:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Expire acquisition locks as they come due (one task for every share partition)."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            while True:
-                self._timer = trio.CancelScope(deadline=self._deadlines[0][0] if self._deadlines else math.inf)
-                with self._timer:
-                    await trio.sleep_forever()
-                self._timer = None
-                now = trio.current_time()
-                due = set()
-                while self._deadlines and self._deadlines[0][0] <= now:
-                    due.add(heapq.heappop(self._deadlines)[2])
-                for key in due:
-                    entry = self._entries.get(key)
-                    if entry is not None and entry.loaded.is_set() and entry.error is None:
-                        await self._expire(entry, now)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._expire_due()
+        finally:
+            self._nursery = None
+
+    async def _expire_due(self) -> None:
+        while True:
+            self._timer = trio.CancelScope(deadline=self._deadlines[0][0] if self._deadlines else math.inf)
+            with self._timer:
+                await trio.sleep_forever()
+            self._timer = None
+            now = trio.current_time()
+            due = set()
+            while self._deadlines and self._deadlines[0][0] <= now:
+                due.add(heapq.heappop(self._deadlines)[2])
+            for key in due:
+                entry = self._entries.get(key)
+                if entry is not None and entry.loaded.is_set() and entry.error is None:
+                    self._nursery.start_soon(self._expire, entry, now)  # (a slow write holds up no other)
 
     async def _expire(self, entry: Entry, now: float) -> None:
         async with entry.lock:
