@@ -129,8 +129,9 @@ class _StateCollector:
                                 "Partitions led here whose ISR is smaller than their replica set.",
                                 value=under_replicated)
         yield GaugeMetricFamily("trafka_connections", "Open client connections.", value=self.connections())
-        groups = GaugeMetricFamily("trafka_groups", "Consumer groups, by type and state.", labels=["type", "state"])
-        members = GaugeMetricFamily("trafka_group_members", "Members of a consumer group.", labels=["group"])
+        groups = GaugeMetricFamily("trafka_groups", "Groups, by type (classic, consumer, share) and state.",
+                                   labels=["type", "state"])
+        members = GaugeMetricFamily("trafka_group_members", "Members of a group.", labels=["group"])
         coordinator = self.groups()
         if coordinator is not None and coordinator.active:
             counts: dict[tuple[str, str], int] = {}

@@ -475,3 +475,15 @@ async def test_a_deleted_topic_leaves_the_assignment_and_the_share_state(running
         return not group.initialized and not group.deleting and not group.initializing
 
     await wait_for(forgotten, "the deleted topic's share state to be forgotten")
+
+
+async def test_share_groups_are_counted_in_the_metrics_by_state(running, client):
+    from trafka.broker.metrics import _StateCollector
+
+    await heartbeat(client, "sg-metrics", "m", 0, ["t"])
+    coordinator = running.broker.group_coordinator()
+    families = {f.name: f for f in _StateCollector(running.broker.topics, lambda: coordinator, lambda: 0).collect()}
+    groups = [(s.labels, s.value) for s in families["trafka_groups"].samples]
+    assert ({"type": "share", "state": "Stable"}, 1) in groups
+    members = [(s.labels, s.value) for s in families["trafka_group_members"].samples]
+    assert ({"group": "sg-metrics"}, 1) in members
