@@ -1,6 +1,7 @@
-"""Share groups (KIP-932) with unmodified clients: confluent-kafka's ShareConsumer (librdkafka) joins a
-share group on a real trafka process, and ShareGroupDescribe and ListGroups show its members and their
-assignments; members come and go (a second consumer takes half the partitions, a closed one leaves)."""
+"""Share groups (KIP-932) with unmodified clients: confluent-kafka's ShareConsumer (librdkafka) and Apache
+Kafka's KafkaShareConsumer (the Java driver) join share groups on a real trafka process, and ShareGroupDescribe
+and ListGroups show their members and assignments; members come and go (a second consumer takes its share of
+the partitions, a closed one leaves and the others take its partitions back)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,49 @@ def test_share_consumers_join_share_the_partitions_and_leave(share_broker):
     with WireClient(share_broker.bootstrap) as client:
         listed = client.request(ListGroupsRequest(types_filter=["share"]), 5).groups
     assert [(g.group_id, g.group_state) for g in listed] == [("share-compat-group", "Empty")]
+
+
+# ------------------------------------------------------------------------------------------ the Java client
+
+class JavaShareMember:
+    """Apache Kafka's KafkaShareConsumer in the Java driver; it heartbeats while it polls."""
+
+    def __init__(self, driver, broker: BrokerProcess, group: str, name: str, topic: str):
+        self.driver, self.broker, self.name = driver, broker, name
+        driver.call("share_open", bootstrap=broker.bootstrap, name=name, group_id=group, topics=[topic], settings={})
+
+    def poll(self, timeout_s: float) -> None:
+        self.driver.call("share_poll", bootstrap=self.broker.bootstrap, name=self.name,
+                         timeout_ms=int(timeout_s * 1000), ack=None, commit=False)
+
+    def close(self) -> None:
+        self.driver.call("share_close", bootstrap=self.broker.bootstrap, name=self.name)
+
+
+def test_java_share_consumers_and_librdkafka_join_one_group_and_leave(share_broker):
+    from compat_tests.clients import shared_java_driver
+
+    try:
+        driver = shared_java_driver()
+    except Exception as exc:  # no java, no driver jars
+        pytest.skip(f"the Java driver cannot run here: {exc}")
+    with WireClient(share_broker.bootstrap) as client:
+        create(client, "share-java", 2)
+    group = "share-java-group"
+    java = JavaShareMember(driver, share_broker, group, "java-member", "share-java")
+    described = wait_until(share_broker, [java], Check(group, lambda d: assignments(d).get("java-member") == [0, 1]),
+                           "the Java consumer's partitions")
+    (member,) = described.members
+    assert member.subscribed_topic_names == ["share-java"] and member.client_host.startswith("/")
+
+    librdkafka = share_consumer(share_broker, group, "librdkafka-member")
+    librdkafka.subscribe(["share-java"])
+    described = wait_until(share_broker, [java, librdkafka], Check(group, lambda d: sorted(
+        (client_id, len(ps)) for client_id, ps in assignments(d).items()) == [
+            ("java-member", 1), ("librdkafka-member", 1)]), "one partition each")
+    assert len({m.member_epoch for m in described.members}) == 1
+
+    java.close()
+    wait_until(share_broker, [librdkafka], Check(group, lambda d: assignments(d) == {"librdkafka-member": [0, 1]}),
+               "the Java consumer's leave")
+    librdkafka.close()
