@@ -487,3 +487,30 @@ async def test_share_groups_are_counted_in_the_metrics_by_state(running, client)
     assert ({"type": "share", "state": "Stable"}, 1) in groups
     members = [(s.labels, s.value) for s in families["trafka_group_members"].samples]
     assert ({"group": "sg-metrics"}, 1) in members
+
+
+async def test_the_group_moves_with_the_leadership_of_its_offsets_partition(running, client):
+    from trafka.broker.tests.test_groups_leadership import _loaded
+
+    topic_id = await create_topic(client, "sg-moving", 2)
+    _, assigned = await joined_with_partitions(client, "sg-moving", "m", ["sg-moving"])
+    coordinator = running.broker.group_coordinator()
+    index = coordinator.partition_for("sg-moving")
+
+    coordinator.on_partition_leadership(index, False)
+    assert coordinator.share_group("sg-moving") is None
+    beat = await heartbeat(client, "sg-moving", "m", assigned.member_epoch)
+    assert beat.error_code == ErrorCode.NOT_COORDINATOR
+    described = await client.request(ShareGroupDescribeRequest(group_ids=["sg-moving"]), 1)
+    assert described.groups[0].error_code == ErrorCode.NOT_COORDINATOR
+
+    async with coordinator.runtime._load_turn:  # holds the load back
+        coordinator.on_partition_leadership(index, True)
+        beat = await heartbeat(client, "sg-moving", "m", assigned.member_epoch)
+        assert beat.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await wait_for(lambda: _loaded(coordinator), "the partition to load")
+    group = coordinator.share_group("sg-moving")
+    assert (group.group_epoch, group.assignment_epoch) == (assigned.member_epoch, assigned.member_epoch)
+    assert group.initialized_partitions() == {topic_id: frozenset({0, 1})}
+    beat = await heartbeat(client, "sg-moving", "m", assigned.member_epoch)
+    assert (beat.error_code, beat.member_epoch, beat.assignment) == (0, assigned.member_epoch, None)
