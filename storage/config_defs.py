@@ -678,6 +678,11 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=0),
     _broker("share.coordinator.write.timeout.ms", _T.INT, 5000,
             "How long a write to __share_group_state waits for its replicas.", minimum=1),
+    _broker("share.coordinator.state.topic.prune.interval.ms", _T.INT, 300_000,
+            "How often the records of __share_group_state that later snapshots supersede are deleted.", minimum=1),
+    _broker("share.coordinator.cold.partition.snapshot.interval.ms", _T.INT, 300_000,
+            "How often share partitions not snapshotted for that long are snapshotted again (so that their older "
+            "records can be deleted).", minimum=1),
     _broker("transactional.id.expiration.ms", _T.INT, 604_800_000,
             "How long a transactional id stays after its last transaction ended.", "transactional_id_expiration_ms",
             minimum=1),
@@ -820,6 +825,7 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
         "share.coordinator.state.topic.segment.bytes", "share.coordinator.load.buffer.size",
         "share.coordinator.snapshot.update.records.per.snapshot", "share.coordinator.write.timeout.ms",
+        "share.coordinator.state.topic.prune.interval.ms", "share.coordinator.cold.partition.snapshot.interval.ms",
     ),
 }
 

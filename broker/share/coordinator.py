@@ -212,13 +212,22 @@ class ShareStates:
     def __init__(self, updates_per_snapshot: int) -> None:
         self.updates_per_snapshot = updates_per_snapshot
         self.entries: dict[Key, _Entry] = {}
+        #: The offset of each share partition's last snapshot record, and the offset below which every record
+        #: of this state partition is superseded by a later snapshot (None: not known yet).
+        self.snapshot_offsets: dict[Key, int] = {}
+        self.redundant_offset: int | None = None
 
     # -------------------------------------------------------------------------------- replay
 
-    def replay(self, key: ShareKey, value: bytes | memoryview | None) -> None:
-        """Apply one record of ``__share_group_state``."""
+    def replay(self, key: ShareKey, value: bytes | memoryview | None, offset: int | None = None) -> None:
+        """Apply one record of ``__share_group_state`` (at ``offset`` of its partition, where known)."""
         map_key = (key.group_id, key.topic_id, key.partition)
         if key.snapshot:
+            if offset is not None:
+                self.snapshot_offsets[map_key] = offset
+                self.redundant_offset = min(self.snapshot_offsets.values())
+                if value is None:
+                    del self.snapshot_offsets[map_key]
             if value is None:
                 self.entries.pop(map_key, None)
                 return
@@ -361,6 +370,10 @@ class ShareCoordinator:
         clustered = not single_node
         self.updates_per_snapshot = setting(properties, "share.coordinator.snapshot.update.records.per.snapshot",
                                             clustered=clustered)
+        self.prune_interval_ms = setting(properties, "share.coordinator.state.topic.prune.interval.ms",
+                                         clustered=clustered)
+        self.cold_snapshot_interval_ms = setting(properties, "share.coordinator.cold.partition.snapshot.interval.ms",
+                                                 clustered=clustered)
         self._topic_partitions = topic_partitions
         #: The share partitions of each state partition loaded here.
         self._shards: dict[int, ShareStates] = {}
@@ -375,8 +388,80 @@ class ShareCoordinator:
         return time.time_ns() // 1_000_000
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The loads of the ``__share_group_state`` partitions this broker is elected to lead."""
-        await self.runtime.run(task_status=task_status)
+        """The loads of the ``__share_group_state`` partitions this broker is elected to lead; every
+        ``share.coordinator.cold.partition.snapshot.interval.ms`` a snapshot of the share partitions not snapshotted
+        for that long, and every ``share.coordinator.state.topic.prune.interval.ms`` the records every share
+        partition has a later snapshot of deleted."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.runtime.run)
+            nursery.start_soon(self._every, self.cold_snapshot_interval_ms, self.snapshot_cold_partitions)
+            nursery.start_soon(self._every, self.prune_interval_ms, self.prune)
+            task_status.started()
+
+    @staticmethod
+    async def _every(interval_ms: int, action) -> None:
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            await action()
+
+    async def snapshot_cold_partitions(self) -> int:
+        """Snapshot again the share partitions whose last snapshot is older than the cold snapshot interval (unless
+        every share partition of the state partition has been snapshotted so already), as Kafka does: their older
+        records become prunable. Returns how many snapshots were written."""
+        written = 0
+        now = self.now_ms()
+        for index, states in list(self._shards.items()):
+            offsets = [e.offset for e in states.entries.values() if e.offset is not None]
+            if not offsets or all(o.create_timestamp != o.write_timestamp for o in offsets):
+                continue
+            records = []
+            for key, entry in states.entries.items():
+                current = entry.offset
+                if current is None or now - current.write_timestamp < self.cold_snapshot_interval_ms:
+                    continue
+                group_id, topic_id, partition = key
+                value = ShareSnapshotValue(current.snapshot_epoch + 1, current.state_epoch, current.leader_epoch,
+                                           current.start_offset, current.create_timestamp, now, current.batches,
+                                           current.delivery_complete_count)
+                records.append((ShareKey(group_id, topic_id, partition, True), encode_snapshot_value(value)))
+            if not records or self.runtime.error(index) != ErrorCode.NONE or self._shards.get(index) is not states:
+                continue
+            coordinator_key = share_coordinator_key(*next(
+                (k.group_id, k.topic_id, k.partition) for k, _ in records))
+            batch = bytearray(build_batch([(encode_key(k), v) for k, v in records]))
+            try:
+                info = self.runtime.append(coordinator_key, batch)
+            except KafkaError as exc:
+                log.warning("%s-%d: cold snapshots not written: %s", SHARE_STATE_TOPIC, index, exc)
+                continue
+            for position, (share_key, value) in enumerate(records):
+                states.replay(share_key, value, info.first_offset + position)
+            written += len(records)
+            await self.runtime.await_written(coordinator_key)
+        return written
+
+    async def prune(self) -> int:
+        """Delete the records of the state partitions led here that a later snapshot supersedes for every share
+        partition (Kafka's prune job): their log start offset moves up to the oldest last snapshot, within the
+        high watermark. Returns how many partitions were pruned."""
+        pruned = 0
+        for index, states in list(self._shards.items()):
+            offset = states.redundant_offset
+            partition = self.runtime.partition(index)
+            if (offset is None or offset <= 0 or partition is None or partition.log is None
+                    or self.runtime.error(index) != ErrorCode.NONE):
+                continue
+            offset = min(offset, partition.high_watermark)
+            if offset <= partition.log.log_start_offset:
+                continue
+            try:
+                partition.log.delete_records_before(offset)
+            except (KafkaError, OSError) as exc:
+                log.warning("%s-%d: records below %d not pruned: %s", SHARE_STATE_TOPIC, index, offset, exc)
+                continue
+            log.debug("%s-%d pruned below offset %d", SHARE_STATE_TOPIC, index, offset)
+            pruned += 1
+        return pruned
 
     # -------------------------------------------------------------------------------- loading (the runtime's shard)
 
@@ -395,7 +480,7 @@ class ShareCoordinator:
             try:
                 key = decode_key(record.key)
                 if key is not None:
-                    states.replay(key, record.value)
+                    states.replay(key, record.value, record.offset)
             except (DecodeError, ValueError, IndexError) as exc:
                 log.warning("skipping a %s-%d record that cannot be read: %s", SHARE_STATE_TOPIC, index, exc)
         return count
@@ -454,10 +539,10 @@ class ShareCoordinator:
         """Append one record for ``coordinator_key``, apply it, and wait until it is replicated."""
         batch = bytearray(build_batch([(encode_key(share_key), value)]))
         try:
-            self.runtime.append(coordinator_key, batch)
+            info = self.runtime.append(coordinator_key, batch)
         except KafkaError as exc:
             raise self._failed(operation, exc.code) from exc
-        states.replay(share_key, value)
+        states.replay(share_key, value, info.last_offset)
         code = await self.runtime.await_written(coordinator_key)
         if code != ErrorCode.NONE:
             raise self._failed(operation, ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.REQUEST_TIMED_OUT

@@ -234,7 +234,8 @@ def coordinator(topics: Topics) -> ShareCoordinator:
 def written(topics: Topics) -> list[tuple[bool, bytes | None]]:
     records = []
     for partition in topics.get(SHARE_STATE_TOPIC).partitions:
-        data = partition.log.read(0, 1 << 20, max_offset=partition.log.log_end_offset).records
+        data = partition.log.read(partition.log.log_start_offset, 1 << 20,
+                                  max_offset=partition.log.log_end_offset).records
         if data is not None:
             for batch in iter_batches(data.read()):
                 records += [(decode_key(r.key).snapshot, r.value) for r in batch.records()]
@@ -314,3 +315,45 @@ async def test_epochs_and_uninitialized_partitions(tmp_path, nursery):
     await shares.delete("g", TOPIC_ID, 0)  # nothing left: still fine
     assert (await error(shares.read("g", TOPIC_ID, 0, 3)))[0] == ErrorCode.INVALID_REQUEST
     assert written(topics)[-1] == (True, None)  # a tombstone of the snapshot key
+
+
+async def test_records_superseded_by_snapshots_are_pruned_and_cold_partitions_snapshotted(tmp_path, nursery):
+    topics = Topics(tmp_path)
+    shares = coordinator(topics)
+    await nursery.start(shares.run)
+    await shares.ensure_topic()
+    index = shares.partition_for("g", TOPIC_ID, 0)
+    log = topics.get(SHARE_STATE_TOPIC).partitions[index].log
+    await shares.initialize("g", TOPIC_ID, 0, 0, 0)  # a snapshot at offset 0
+    for offset in range(3):  # two updates, then a snapshot at offset 3
+        await shares.write("g", TOPIC_ID, 0, PartitionState(0, 0, -1, (StateBatch(offset, offset, 2, 1),)))
+    assert await shares.prune() == 1
+    assert log.log_start_offset == 3
+    state = await shares.read("g", TOPIC_ID, 0, 0)
+
+    # An idle share partition is snapshotted again once its snapshot is older than the interval; then its
+    # update records are superseded too.
+    await shares.write("g", TOPIC_ID, 0, PartitionState(0, 0, -1, (StateBatch(3, 3, 2, 1),)))
+    state = await shares.read("g", TOPIC_ID, 0, 0)
+    assert await shares.snapshot_cold_partitions() == 0  # not cold yet
+    later = shares.now_ms() + shares.cold_snapshot_interval_ms
+    shares.now_ms = lambda: later
+    assert await shares.snapshot_cold_partitions() == 1
+    assert written(topics)[-1][0] is True
+    assert await shares.snapshot_cold_partitions() == 0  # every share partition snapshotted so already
+    assert await shares.prune() == 1
+    assert log.log_start_offset == log.log_end_offset - 1
+
+    # What is left loads to the same state.
+    shares.runtime.on_partition_leadership(index, False)
+    again = coordinator(topics)
+    await nursery.start(again.run)
+    while True:
+        try:
+            loaded = await again.read("g", TOPIC_ID, 0, 0)
+            break
+        except KafkaError as exc:
+            assert exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            await trio.sleep(0.01)
+    assert (loaded.start_offset, loaded.batches, loaded.state_epoch) == (state.start_offset, state.batches,
+                                                                         state.state_epoch)
