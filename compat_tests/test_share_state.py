@@ -364,3 +364,24 @@ def test_share_group_offsets_as_kafka(brokers):
     observed = {name: offsets_scenario(process.bootstrap) for name, process in brokers.items()}
     for (step, trafka), (_, kafka) in zip(observed["trafka"], observed["kafka"], strict=True):
         assert trafka == kafka, step
+
+
+def test_the_state_topic_as_kafka_makes_it(brokers):
+    from trafka.wire.messages import DescribeConfigsRequest
+
+    observed = {}
+    for name, process in brokers.items():
+        state = StateClient(process.bootstrap)
+        try:
+            state.ready("g1", 0)
+            metadata = state.client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+                name="__share_group_state")], allow_auto_topic_creation=False), 12)
+            configs = state.client.request(DescribeConfigsRequest(resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name="__share_group_state",
+                                                               configuration_keys=[
+                    "cleanup.policy", "retention.ms", "min.insync.replicas", "segment.bytes", "compression.type"])]), 4)
+            observed[name] = ([(t.name, t.error_code, t.is_internal, len(t.partitions)) for t in metadata.topics],
+                              sorted((c.name, c.value) for c in configs.results[0].configs))
+        finally:
+            state.close()
+    assert observed["trafka"] == observed["kafka"]

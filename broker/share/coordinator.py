@@ -50,7 +50,7 @@ from trafka.broker.share.records import (
     encode_update_value,
 )
 from trafka.broker.share.state import PartitionState, StateBatch, share_coordinator_key
-from trafka.broker.topics import TopicCreator
+from trafka.broker.topics import SHARE_STATE_TOPIC, TopicCreator
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.primitives import DecodeError
@@ -58,13 +58,11 @@ from trafka.wire.records import RecordBatch, build_batch
 
 log = logging.getLogger(__name__)
 
-SHARE_STATE_TOPIC = "__share_group_state"
-
-#: Topic configs of ``__share_group_state``, besides those from the share.coordinator.state.topic.* settings.
+#: Topic configs of ``__share_group_state``, besides those from the share.coordinator.state.topic.* settings (its
+#: records are pruned by the coordinator, not compacted).
 SHARE_STATE_TOPIC_CONFIGS = {
     "cleanup.policy": "delete",
     "retention.ms": "-1",
-    "compression.type": "uncompressed",
 }
 
 #: Kafka's messages for the errors the share coordinator answers with.
