@@ -323,3 +323,45 @@ def test_share_group_apis_check_what_kafka_checks(authorizing_brokers, user):
             authorization._login(client, user)
             observed[name] = ask(client)
     assert_same(observed)
+
+
+def test_subscription_changes_and_topics_created_later(brokers):
+    """When a partition's share state is initialized depends on the share coordinator's pace: the epochs are
+    compared where they do not depend on it, and seen to move forward elsewhere."""
+
+    def scenario(talk: Conversation):
+        first = talk.heartbeat("sd-subs", "s", 0, ["sd-later"])
+        seen = [first, talk.heartbeat("sd-subs", "s", first[3])]
+        changed = talk.heartbeat("sd-subs", "s", first[3], ["sd-one"])
+        seen.append(changed)
+        assigned = talk.until_assigned("sd-subs", "s", changed[3])
+        seen.append(assigned[:3] + assigned[4:])
+        epochs = [assigned[3]]
+        same = talk.heartbeat("sd-subs", "s", assigned[3], ["sd-one"])
+        seen.append(same)
+        create(talk.client, "sd-later", 2)
+        talk.topics.update(_topic_names(talk.client))
+        answer = talk.heartbeat("sd-subs", "s", assigned[3], ["sd-one", "sd-later"])
+        seen.append(answer[:3] + answer[4:])
+        epochs.append(answer[3])
+        deadline = time.monotonic() + 30
+        while answer[5] is None or "sd-later" not in answer[5]:
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+            answer = talk.heartbeat("sd-subs", "s", answer[3])
+            epochs.append(answer[3])
+        seen.append(answer[:3] + answer[4:])
+        rack = talk.heartbeat("sd-subs", "s", answer[3], rack_id="rack-1")
+        seen.append(rack[:3] + rack[4:])
+        epochs.append(rack[3])
+        assert epochs == sorted(epochs) and epochs[0] < epochs[-1], epochs
+        seen.append([d[:4] + d[6:8] + ([m[:1] + m[2:] for m in d[8]],) for d in talk.describe("sd-subs")])
+        return seen
+
+    assert_same(on_both(brokers, scenario))
+
+
+def _topic_names(client: WireClient) -> dict[str, str]:
+    from trafka.wire.messages import MetadataRequest
+
+    return {str(t.topic_id): t.name for t in client.request(MetadataRequest(topics=None), 12).topics}

@@ -471,7 +471,7 @@ class ShareGroupProtocol:
             client_id=request.client_id,
             client_host=request.client_host,
             subscribed_topic_names=(
-                tuple(request.subscribed_topic_names)
+                java_set_order(request.subscribed_topic_names)
                 if request.subscribed_topic_names is not None else member.subscribed_topic_names
             ),
         )
@@ -485,7 +485,12 @@ class ShareGroupProtocol:
         group = self._existing_group(group_id)
         self._queue_initialization(group)
         self._schedule_session_timeout(group_id, member_id)
-        send_assignment = joining or stored is None or reconciled.assigned_partitions != stored.assigned_partitions
+        # As Kafka: the assignment goes with a full request (one that names the subscription, as a join
+        # does) and with any change of it.
+        send_assignment = (
+            joining or request.subscribed_topic_names is not None or stored is None
+            or reconciled.assigned_partitions != stored.assigned_partitions
+        )
         return ShareHeartbeatResult(
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
@@ -870,7 +875,7 @@ class ShareGroupProtocol:
             current = group.members.get(member_id) or ShareGroupMember(member_id)
             group.update_member(dataclasses.replace(
                 current, rack_id=value.rack_id, client_id=value.client_id, client_host=value.client_host,
-                subscribed_topic_names=tuple(value.subscribed_topic_names),
+                subscribed_topic_names=java_set_order(value.subscribed_topic_names),
             ))
         elif isinstance(value, ShareGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
@@ -958,6 +963,31 @@ async def _call(result: Awaitable[Any] | Any) -> Any:
     if isinstance(result, Awaitable):
         return await result
     return result
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    data = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_set_order(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` without repeats, in the order Kafka keeps a member's subscribed topic names (a Java HashSet
+    made from the request's list: by hash bucket, then in the order given), which ShareGroupDescribe and the
+    member's record show."""
+    unique = list(dict.fromkeys(names))
+    capacity = 1
+    while capacity < max(int(len(unique) / 0.75) + 1, 16):
+        capacity <<= 1
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    order = {name: i for i, name in enumerate(unique)}
+    return tuple(sorted(unique, key=lambda name: (bucket(name), order[name])))
 
 
 def _check_member_epoch(member: ShareGroupMember, epoch: int) -> None:

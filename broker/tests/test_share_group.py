@@ -514,3 +514,11 @@ async def test_the_group_moves_with_the_leadership_of_its_offsets_partition(runn
     assert group.initialized_partitions() == {topic_id: frozenset({0, 1})}
     beat = await heartbeat(client, "sg-moving", "m", assigned.member_epoch)
     assert (beat.error_code, beat.member_epoch, beat.assignment) == (0, assigned.member_epoch, None)
+
+
+def test_subscribed_topic_names_keep_kafkas_order():
+    from trafka.broker.groups.share import java_set_order
+
+    # As Kafka 4.4 describes them (a Java HashSet of the names asked for).
+    assert java_set_order(["sd-one", "sd-later"]) == ("sd-later", "sd-one")
+    assert java_set_order(["s3t", "nosuch2", "s3t"]) == ("s3t", "nosuch2")
