@@ -385,3 +385,46 @@ def test_the_state_topic_as_kafka_makes_it(brokers):
         finally:
             state.close()
     assert observed["trafka"] == observed["kafka"]
+
+
+JAVA_TOPIC, JAVA_GROUP = "java-share-offsets", "java-share-offsets-group"
+
+
+def java_offsets_scenario(bootstrap: str) -> list[object]:
+    """What Admin.listShareGroupOffsets, alterShareGroupOffsets and deleteShareGroupOffsets (kafka-clients) answer,
+    each in turn (a Kafka error's name where one failed)."""
+    from compat_tests.clients import ClientError, shared_java_driver
+    from compat_tests.test_differential import produce
+    from trafka.wire.records import SimpleRecord, build_batch
+
+    with WireClient(bootstrap) as client:
+        create(client, JAVA_TOPIC, 3)
+        for partition in range(3):
+            produce(client, JAVA_TOPIC, partition,
+                    build_batch([SimpleRecord(key=None, value=b"%d" % i) for i in range(4 + partition)]))
+    java = shared_java_driver()
+    steps = [
+        ("list_share_group_offsets", {}),
+        ("alter_share_group_offsets", {"offsets": [[JAVA_TOPIC, 0, 1], [JAVA_TOPIC, 2, 3]]}),
+        ("list_share_group_offsets", {}),
+        ("alter_share_group_offsets", {"offsets": [[JAVA_TOPIC, 1, 9]]}),
+        ("list_share_group_offsets", {}),
+        ("alter_share_group_offsets", {"offsets": [["no-such-topic", 0, 0]]}),
+        ("delete_share_group_offsets", {"topics": [JAVA_TOPIC]}),
+        ("list_share_group_offsets", {}),
+        ("delete_share_group_offsets", {"topics": ["no-such-topic"]}),
+    ]
+    answers: list[object] = []
+    for op, arguments in steps:
+        try:
+            answers.append(java.call(op, bootstrap=bootstrap, group_id=JAVA_GROUP, **arguments))
+        except ClientError as exc:
+            answers.append(exc.error)
+    return answers
+
+
+def test_the_java_admin_client_alters_lists_and_deletes_share_group_offsets(brokers):
+    """kafka-clients' share group offsets admin calls against both brokers: the same offsets, lags and errors."""
+    observed = {name: java_offsets_scenario(process.bootstrap) for name, process in brokers.items()}
+    assert observed["trafka"] == observed["kafka"]
+    assert observed["trafka"][2] == [[JAVA_TOPIC, 0, 1, 0, 3], [JAVA_TOPIC, 2, 3, 0, 3]]

@@ -160,6 +160,10 @@ public final class Driver {
             case "share_open": return shareOpen(c);
             case "share_poll": return sharePoll(c);
             case "share_close": return shareClose(c);
+            case "list_share_group_offsets": return listShareGroupOffsets(c);
+            case "alter_share_group_offsets": return alterShareGroupOffsets(c);
+            case "delete_share_group_offsets": return withAdmin(c, a -> a.deleteShareGroupOffsets(
+                    c.string("group_id"), new HashSet<>(c.strings("topics"))).all().get());
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
         }
     }
@@ -696,6 +700,38 @@ public final class Driver {
         KafkaShareConsumer<byte[], byte[]> consumer = shareConsumers.remove(c.string("name"));
         if (consumer != null) consumer.close();
         return null;
+    }
+
+    /** Admin.listShareGroupOffsets of one share group: [topic, partition, start offset, leader epoch, lag]. */
+    private Object listShareGroupOffsets(Command c) throws Exception {
+        String groupId = c.string("group_id");
+        return withAdmin(c, a -> {
+            Map<TopicPartition, org.apache.kafka.clients.admin.SharePartitionOffsetInfo> found = a.listShareGroupOffsets(
+                    Map.of(groupId, new org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetInfo(groupId).get();
+            List<List<Object>> offsets = new ArrayList<>();
+            for (Map.Entry<TopicPartition, org.apache.kafka.clients.admin.SharePartitionOffsetInfo> e : found.entrySet()) {
+                org.apache.kafka.clients.admin.SharePartitionOffsetInfo info = e.getValue();
+                offsets.add(Arrays.asList(e.getKey().topic(), e.getKey().partition(),
+                        info == null ? null : info.startOffset(),
+                        info == null ? null : info.leaderEpoch().orElse(null),
+                        info == null ? null : info.lag().orElse(null)));
+            }
+            offsets.sort(Comparator.comparing((List<Object> o) -> (String) o.get(0))
+                    .thenComparing(o -> (Integer) o.get(1)));
+            return offsets;
+        });
+    }
+
+    /** Admin.alterShareGroupOffsets: offsets [[topic, partition, start offset], ...]. */
+    private Object alterShareGroupOffsets(Command c) throws Exception {
+        Map<TopicPartition, Long> offsets = new HashMap<>();
+        for (Object item : c.list("offsets")) {
+            List<?> entry = (List<?>) item;
+            offsets.put(new TopicPartition((String) entry.get(0), ((Number) entry.get(1)).intValue()),
+                    ((Number) entry.get(2)).longValue());
+        }
+        return withAdmin(c, a -> a.alterShareGroupOffsets(c.string("group_id"), offsets).all().get());
     }
 
     private KafkaProducer<byte[], byte[]> txnProducer(Command c) {
