@@ -106,7 +106,7 @@ def conversation(process, *topics: tuple[str, int]) -> tuple[Conversation, WireC
 def on_both(brokers, scenario) -> dict[str, object]:
     observed = {}
     for name, process in brokers.items():
-        talk, client = conversation(process, ("sd-four", 4), ("sd-one", 1))
+        talk, client = conversation(process, ("sd-four", 4), ("sd-one", 1), ("sd-two", 2))
         try:
             observed[name] = scenario(talk)
         finally:
@@ -365,3 +365,21 @@ def _topic_names(client: WireClient) -> dict[str, str]:
     from trafka.wire.messages import MetadataRequest
 
     return {str(t.topic_id): t.name for t in client.request(MetadataRequest(topics=None), 12).topics}
+
+
+def test_five_members_on_two_partitions(brokers):
+    """Each partition is shared by three members: one member holds both (the members' partition counts and
+    each partition's sharing are compared; which member holds what follows Kafka's hash orders)."""
+
+    def scenario(talk: Conversation):
+        first = talk.heartbeat("sd-five", "f0", 0, ["sd-two"])
+        talk.until_assigned("sd-five", "f0", first[3])
+        for i in range(1, 5):
+            talk.heartbeat("sd-five", f"f{i}", 0, ["sd-two"])
+        (described,) = talk.describe("sd-five")
+        members = described[8]
+        sizes = sorted(sum(len(ps) for _, ps in m[6]) for m in members)
+        sharing = sorted(sum(1 for m in members for name, ps in m[6] if p in ps) for p in (0, 1))
+        return described[:8], sizes, sharing
+
+    assert_same(on_both(brokers, scenario))

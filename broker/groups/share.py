@@ -242,64 +242,54 @@ def simple_assign(
     assignable: Mapping[uuid.UUID, frozenset[int]],
     previous: Mapping[str, Assignment],
 ) -> dict[str, Assignment]:
-    """The target assignment of a share group, topic by topic among the members subscribed to it.
+    """The target assignment of a share group, by the rules of Kafka's simple assignor.
 
-    With at least as many partitions as members, each partition goes to one member and every member gets
-    its share (at most one apart); with more members than partitions, each member gets one partition and
-    each partition is shared by as even a number of members as possible. Members keep what they had where
-    the balance allows, so that a join or a leave moves as little as possible."""
-    result: dict[str, dict[uuid.UUID, frozenset[int]]] = {m: {} for m in subscriptions}
-    for topic_id in sorted(assignable, key=str):
-        partitions = sorted(assignable[topic_id])
-        members = sorted(m for m, topics in subscriptions.items() if topic_id in topics)
-        if not partitions or not members:
+    Members that all subscribe to the same topics share the partitions of all of them together; otherwise
+    each topic is shared among its subscribers. With P partitions among M members, each partition goes to
+    ``ceil(M / P)`` members (one when there are enough partitions), and the members take as even a number of
+    the resulting assignments as possible (at most one apart: with more members than partitions, some take
+    two partitions). Members keep what they had where the balance allows, so that a join or a leave moves as
+    little as possible."""
+    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    subscribed = {tid for topics in subscriptions.values() for tid in topics}
+    if len(set(subscriptions.values())) <= 1:
+        groups = [(sorted(subscriptions), sorted(tid for tid in assignable if tid in subscribed))]
+    else:
+        groups = [(sorted(m for m, topics in subscriptions.items() if tid in topics), [tid])
+                  for tid in sorted(assignable) if tid in subscribed]
+    for members, topic_ids in groups:
+        partitions = [(tid, p) for tid in sorted(topic_ids, key=str) for p in sorted(assignable[tid])]
+        if not members or not partitions:
             continue
-        had = {m: sorted(previous.get(m, {}).get(topic_id, ())) for m in members}
-        if len(partitions) >= len(members):
-            chosen = _spread_partitions(partitions, members, had)
-        else:
-            chosen = _share_partitions(partitions, members, had)
-        for member_id, ps in chosen.items():
-            if ps:
-                result[member_id][topic_id] = frozenset(ps)
-    return result
+        held = {m: {(tid, p) for tid, ps in previous.get(m, {}).items() for p in ps} for m in members}
+        for member_id, chosen in _share_out(members, partitions, held).items():
+            for tid, p in chosen:
+                result[member_id].setdefault(tid, set()).add(p)
+    return {m: {tid: frozenset(ps) for tid, ps in a.items()} for m, a in result.items()}
 
 
-def _spread_partitions(partitions: list[int], members: list[str], had: dict[str, list[int]]) -> dict[str, list[int]]:
-    base, extra = divmod(len(partitions), len(members))
-    # Members that held the most keep the larger quotas, so fewer partitions move.
-    by_holding = sorted(members, key=lambda m: (-len(had[m]), m))
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_holding)}
-    free = set(partitions)
-    chosen: dict[str, list[int]] = {m: [] for m in members}
-    for m in members:
-        for p in had[m]:
-            if p in free and len(chosen[m]) < quota[m]:
-                chosen[m].append(p)
-                free.discard(p)
-    remaining = sorted(free)
-    for m in members:
-        while len(chosen[m]) < quota[m] and remaining:
-            chosen[m].append(remaining.pop(0))
-    return chosen
-
-
-def _share_partitions(partitions: list[int], members: list[str], had: dict[str, list[int]]) -> dict[str, list[int]]:
-    base, extra = divmod(len(members), len(partitions))
-    capacity = {p: base + (1 if i < extra else 0) for i, p in enumerate(partitions)}
-    chosen: dict[str, list[int]] = {}
-    waiting = []
-    for m in members:
-        kept = next((p for p in had[m] if capacity.get(p, 0) > 0), None)
-        if kept is None:
-            waiting.append(m)
-        else:
-            capacity[kept] -= 1
-            chosen[m] = [kept]
-    for m in waiting:
-        p = max(partitions, key=lambda q: (capacity[q], -q))
-        capacity[p] -= 1
-        chosen[m] = [p]
+def _share_out(
+    members: list[str], partitions: list[tuple[uuid.UUID, int]], held: Mapping[str, set[tuple[uuid.UUID, int]]]
+) -> dict[str, list[tuple[uuid.UUID, int]]]:
+    count_m, count_p = len(members), len(partitions)
+    sharing = -(-count_m // count_p)  # members per partition
+    total = sharing * count_p  # assignments to hand out
+    desired = {m: -(-total * (i + 1) // count_m) - -(-total * i // count_m) for i, m in enumerate(members)}
+    holders: dict[tuple[uuid.UUID, int], int] = {tp: 0 for tp in partitions}
+    chosen: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in members}
+    for m in members:  # what members keep
+        for tp in sorted(held[m], key=lambda tp: (str(tp[0]), tp[1])):
+            if tp in holders and holders[tp] < sharing and len(chosen[m]) < desired[m]:
+                chosen[m].append(tp)
+                holders[tp] += 1
+    for tp in partitions:  # what is left, to those with the most room that do not have it yet
+        while holders[tp] < sharing:
+            room = [m for m in members if len(chosen[m]) < desired[m] and tp not in chosen[m]]
+            if not room:
+                break
+            taker = max(room, key=lambda m: (desired[m] - len(chosen[m]), -members.index(m)))
+            chosen[taker].append(tp)
+            holders[tp] += 1
     return chosen
 
 
