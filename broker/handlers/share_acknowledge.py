@@ -12,7 +12,7 @@ timeout.
 Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
 group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED,
 NOT_LEADER_OR_FOLLOWER, INVALID_RECORD_STATE for records the member does not hold, INVALID_REQUEST for malformed
-batches.
+batches and offsets past the last one in flight (offsets below the share-partition start offset are skipped).
 """
 from __future__ import annotations
 

@@ -18,7 +18,12 @@ From v2 ``is_renew_ack`` requests renew locks (RENEW acknowledgements) and acqui
 Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
 group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED without READ on the
 topic, NOT_LEADER_OR_FOLLOWER (with the leader); acknowledge_error_code INVALID_RECORD_STATE for records not
-acquired by the member, INVALID_REQUEST for malformed batches.
+acquired by the member (or acknowledged twice by overlapping batches), INVALID_REQUEST for malformed batches and
+offsets past the last one in flight; offsets below the share-partition start offset are done with and skipped. A
+partition's acknowledgements are applied all or nothing.
+
+Partitions answered: every partition of the request when it opens the session; afterwards those with acquired
+records, an error or acknowledgements.
 """
 from __future__ import annotations
 
@@ -170,17 +175,16 @@ async def _acquire(manager, group_id, member_id, targets, results, max_records, 
 
 
 def acknowledgement_batches(batches, renew_allowed: bool) -> tuple[list[tuple[int, int, list[int]]], ErrorCode]:
-    """The request's acknowledgement batches as (first, last, types), or INVALID_REQUEST: batches out of order or
-    overlapping, a bad range, RENEW outside a renewing request."""
+    """The request's acknowledgement batches as (first, last, types), or INVALID_REQUEST: a bad range, types
+    neither one nor one per offset, an unknown type, RENEW outside a renewing request. (Overlapping batches are
+    applied in turn: the second acknowledgement of an offset is INVALID_RECORD_STATE.)"""
     result = []
-    previous_last = -1
     for batch in batches:
         types = list(batch.acknowledge_types)
-        if (batch.first_offset > batch.last_offset or batch.first_offset <= previous_last or not types
+        if (batch.first_offset > batch.last_offset or not types
                 or (len(types) != 1 and len(types) != batch.last_offset - batch.first_offset + 1)
                 or any(t < 0 or t > RENEW for t in types) or (RENEW in types and not renew_allowed)):
             return [], ErrorCode.INVALID_REQUEST
-        previous_last = batch.last_offset
         result.append((batch.first_offset, batch.last_offset, types))
     return result, ErrorCode.NONE
 

@@ -7,7 +7,8 @@ Offsets below the share-partition start offset (SPSO) are done with. From the SP
 in-flight records, kept as in-flight batches (the ranges they were first acquired in). A batch is tracked as a
 whole while every operation covers all of it; an operation on part of it (an acknowledgement of some offsets, a
 record-limited acquisition) splits it into per-offset states for good, and from then on its offsets are
-acquired and reported one by one, as Kafka does. Past the end offset lie records not yet delivered.
+acquired one by one, reported in runs of consecutive offsets with one delivery count, as Kafka does. Past the
+end offset lie records not yet delivered.
 
 Each offset is in one :class:`~trafka.broker.share.state.DeliveryState`; the table :data:`TRANSITIONS` says
 what each event does to each state, and an event a state does not take is refused with INVALID_RECORD_STATE.
@@ -292,15 +293,19 @@ class SharePartition:
                 acquired.append(AcquiredRange(batch.first_offset, batch.last_offset, head.delivery_count))
                 remaining -= batch.last_offset - batch.first_offset + 1
                 continue
+            run: AcquiredRange | None = None  # consecutive offsets of the batch with one delivery count
             for index, offset_state in enumerate(batch.offsets):
                 offset = batch.first_offset + index
-                if offset < first or offset > last or remaining <= 0:
-                    continue
-                if offset_state.state != _S.AVAILABLE:
+                if offset < first or offset > last or remaining <= 0 or offset_state.state != _S.AVAILABLE:
                     continue
                 batch.split = True
                 self._apply(offset_state, Event.ACQUIRE, member_id, deadline)
-                acquired.append(AcquiredRange(offset, offset, offset_state.delivery_count))
+                count = offset_state.delivery_count
+                if run is not None and run.last_offset == offset - 1 and run.delivery_count == count:
+                    run = acquired[-1] = AcquiredRange(run.first_offset, offset, run.delivery_count)
+                else:
+                    run = AcquiredRange(offset, offset, offset_state.delivery_count)
+                    acquired.append(run)
                 remaining -= 1
         # Then records never delivered, past the end offset.
         new_first = max(first, self.end_offset)
@@ -390,22 +395,24 @@ class SharePartition:
         for all the offsets or one per offset) of ``member_id``; all or nothing. Returns the change (to
         roll back if its persistence fails); the start offset moves at :meth:`commit`.
 
-        Raises KafkaError INVALID_RECORD_STATE for offsets not in flight, not acquired, or acquired by
-        another member; INVALID_REQUEST for a malformed batch."""
+        Raises KafkaError INVALID_RECORD_STATE for offsets not acquired, or acquired by another member (or
+        acknowledged twice by overlapping batches); INVALID_REQUEST for a malformed batch or offsets past the end.
+        Offsets below the start offset are skipped."""
         change = Change()
         deadline = now + (self.lock_duration_ms if lock_duration_ms is None else lock_duration_ms) / 1000
         try:
             for first, last, types in batches:
                 if last < first or (len(types) != 1 and len(types) != last - first + 1):
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"bad acknowledgement batch {first}-{last}")
-                if first < self.start_offset or last >= self.end_offset:
-                    raise invalid_record_state(
-                        f"offsets {first}-{last} are not in flight ({self.start_offset}-{self.end_offset - 1})")
+                if last >= self.end_offset:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"offsets {first}-{last} go past the last offset "
+                                                                f"in flight ({self.end_offset - 1})")
+                # offsets below the start offset are done with already: acknowledging them again changes nothing
                 for batch in self._overlapping(first, last):
                     whole = (len(set(types)) == 1 and first <= batch.first_offset and batch.last_offset <= last)
                     for index, offset_state in enumerate(batch.offsets):
                         offset = batch.first_offset + index
-                        if offset < first or offset > last:
+                        if offset < first or offset > last or offset < self.start_offset:
                             continue
                         kind = types[0] if len(types) == 1 else types[offset - first]
                         try:

@@ -153,6 +153,26 @@ def test_per_offset_acknowledgement_splits_the_batch():
     assert got == [AcquiredRange(1, 1, 2), AcquiredRange(4, 4, 2)]
 
 
+def test_offsets_below_the_start_offset_are_skipped():
+    sp = new_partition()
+    sp.acquire("m", batches((0, 4)), max_records=500, batch_size=500, now=0)
+    sp.acknowledge("m", [(0, 1, [A.ACCEPT])], now=0)
+    sp.commit()
+    assert sp.start_offset == 2
+    sp.acknowledge("m", [(0, 3, [A.ACCEPT])], now=0)  # 0 and 1 are done with already
+    sp.commit()
+    assert sp.start_offset == 4
+
+
+def test_split_batches_are_acquired_in_runs():
+    sp = new_partition()
+    sp.acquire("m", batches((0, 9)), max_records=500, batch_size=500, now=0)
+    sp.acknowledge("m", [(0, 3, [A.RELEASE]), (4, 4, [A.ACCEPT]), (5, 9, [A.RELEASE])], now=0)
+    sp.commit()
+    got = sp.acquire("m", batches((0, 9)), max_records=500, batch_size=500, now=0)
+    assert got == [AcquiredRange(0, 3, 2), AcquiredRange(5, 9, 2)]
+
+
 def test_subset_acknowledgement():
     sp = new_partition()
     sp.acquire("m", batches((0, 9)), max_records=500, batch_size=500, now=0)
@@ -163,7 +183,7 @@ def test_subset_acknowledgement():
 
 
 @pytest.mark.parametrize("ack,code", [
-    ((10, 12, [A.ACCEPT]), ErrorCode.INVALID_RECORD_STATE),  # not in flight
+    ((10, 12, [A.ACCEPT]), ErrorCode.INVALID_REQUEST),  # past the end
     ((0, 4, [A.ACCEPT, A.ACCEPT]), ErrorCode.INVALID_REQUEST),  # types neither one nor one per offset
     ((4, 2, [A.ACCEPT]), ErrorCode.INVALID_REQUEST),
     ((0, 4, [9]), ErrorCode.INVALID_REQUEST),

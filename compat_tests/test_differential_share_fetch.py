@@ -1,0 +1,166 @@
+"""ShareFetch and ShareAcknowledge side by side with Apache Kafka 4.4: the same scripted conversation of two
+members of a share group (joined with ShareGroupHeartbeat) gets the same acquired ranges, delivery counts, error
+codes and acknowledgement codes from both, session epochs and their errors included.
+
+The answers are reduced to what a client acts on: the top-level code, then per partition its code, its
+acknowledgement code and the acquired ranges (first offset, last offset, delivery count), and the offsets of the
+records sent."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.test_differential import side_by_side
+from compat_tests.test_differential_share_groups import SETTINGS as GROUP_SETTINGS
+from compat_tests.test_differential_share_groups import Conversation, conversation
+from trafka.wire.messages import (
+    MetadataRequest,
+    ProduceRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+)
+from trafka.wire.records import SimpleRecord, build_batch, iter_batches
+
+SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 2}
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    with side_by_side(Path(tmp_path_factory.mktemp("share-fetch-differential")), SETTINGS) as started:
+        yield started
+
+
+class Script:
+    """ShareFetch and ShareAcknowledge requests of one group to one broker, answers reduced."""
+
+    def __init__(self, talk: Conversation, group: str, topic: str):
+        self.talk, self.client, self.group = talk, talk.client, group
+        metadata = self.client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+                                       12)
+        self.topic, self.topic_id = topic, metadata.topics[0].topic_id
+
+    def produce(self, *counts: int) -> None:
+        for count in counts:
+            batch = build_batch([SimpleRecord(key=None, value=b"v%d" % i) for i in range(count)])
+            response = self.client.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=self.topic, partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9)
+            assert response.responses[0].partition_responses[0].error_code == 0, response
+
+    def fetch(self, member: str, epoch: int, *, acks=(), max_records: int = 500, batch_size: int = 500,
+              topic_id: uuid.UUID | None = None, fetch: bool = True, version: int = 1):
+        topics = []
+        if fetch or acks:
+            topics = [ShareFetchRequest.FetchTopic(topic_id=topic_id or self.topic_id, partitions=[
+                ShareFetchRequest.FetchPartition(partition_index=0, acknowledgement_batches=[
+                    ShareFetchRequest.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
+                    for f, last, t in acks])])]
+        response = self.client.request(ShareFetchRequest(
+            group_id=self.group, member_id=member, share_session_epoch=epoch, max_wait_ms=300, min_bytes=1,
+            max_bytes=1 << 20, max_records=max_records, batch_size=batch_size, topics=topics,
+            forgotten_topics_data=[]), version)
+        return (response.error_code, response.acquisition_lock_timeout_ms if response.error_code == 0 else None,
+                [(p.partition_index, p.error_code, p.acknowledge_error_code,
+                  [(r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records],
+                  _offsets(p.records)) for t in response.responses for p in t.partitions])
+
+    def acknowledge(self, member: str, epoch: int, acks, *, topic_id: uuid.UUID | None = None):
+        response = self.client.request(ShareAcknowledgeRequest(
+            group_id=self.group, member_id=member, share_session_epoch=epoch, topics=[
+                ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id or self.topic_id, partitions=[
+                    ShareAcknowledgeRequest.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                        ShareAcknowledgeRequest.AcknowledgementBatch(first_offset=f, last_offset=last,
+                                                                     acknowledge_types=list(t))
+                        for f, last, t in acks])])]), 1)
+        return (response.error_code, [(p.partition_index, p.error_code) for t in response.responses
+                                      for p in t.partitions])
+
+
+def _offsets(records) -> list[int]:
+    return [r.offset for batch in iter_batches(bytes(records or b"")) for r in batch.records()]
+
+
+def on_both(brokers, topic: str, scenario) -> dict[str, object]:
+    observed = {}
+    for name, process in brokers.items():
+        talk, client = conversation(process, (topic, 1))
+        try:
+            observed[name] = scenario(talk)
+        finally:
+            client.close()
+    return observed
+
+
+def join(talk: Conversation, group: str, topic: str, *members: str) -> None:
+    """The first member joins until its partition is assigned (its share state initialized), the others join."""
+    first, *others = members
+    answer = talk.heartbeat(group, first, 0, [topic])
+    talk.until_assigned(group, first, answer[3])
+    for member in others:
+        talk.heartbeat(group, member, 0, [topic])
+
+
+def assert_same(observed) -> None:
+    for step, (trafka_step, kafka_step) in enumerate(zip(observed["trafka"], observed["kafka"], strict=False)):
+        assert trafka_step == kafka_step, f"step {step}: trafka {trafka_step}, kafka {kafka_step}"
+    assert len(observed["trafka"]) == len(observed["kafka"])
+
+
+def test_acquire_acknowledge_and_redeliver(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-group", "sf-topic", "member-a", "member-b")
+        script = Script(talk, "sf-group", "sf-topic")
+        # the share partition starts at the end of the log (share.auto.offset.reset latest) when first fetched
+        seen = [script.fetch("member-a", 0), script.fetch("member-b", 0)]
+        script.produce(3, 2, 5)  # batches 0-2, 3-4, 5-9
+        return seen + [
+            script.fetch("member-a", 1, max_records=1, batch_size=1),  # a whole batch, though one was asked for
+            script.fetch("member-b", 1),
+            script.acknowledge("member-a", 2, [(0, 2, [ACCEPT, RELEASE, REJECT])]),
+            script.fetch("member-a", 3),  # the released record, delivered again
+            script.acknowledge("member-b", 2, [(3, 4, [RELEASE]), (5, 9, [ACCEPT])]),
+            script.acknowledge("member-b", 3, [(5, 5, [ACCEPT])]),  # already acknowledged
+            script.acknowledge("member-a", 4, [(3, 3, [ACCEPT])]),  # not acquired by it
+            script.acknowledge("member-a", 5, [(12, 14, [ACCEPT])]),  # past the end
+            script.fetch("member-b", 4, acks=[]),
+            script.fetch("member-a", 6, acks=[(1, 1, [RELEASE])]),  # past the delivery limit: archived
+            script.fetch("member-b", 5, acks=[(3, 4, [ACCEPT])]),
+            script.acknowledge("member-b", 6, [(0, 1, [ACCEPT])]),  # below the start offset
+            script.fetch("member-a", 7),
+            script.fetch("member-a", -1, fetch=False),
+            script.fetch("member-b", -1, fetch=False),
+        ]
+
+    assert_same(on_both(brokers, "sf-topic", scenario))
+
+
+def test_share_session_errors(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-sessions", "sf-sessions-topic", "member-s")
+        script = Script(talk, "sf-sessions", "sf-sessions-topic")
+        seen = [
+            script.fetch("member-s", 1),  # no session yet
+            script.acknowledge("member-s", 0, [(0, 0, [ACCEPT])]),  # acknowledgements cannot open one
+            script.fetch("member-s", 0, acks=[(0, 0, [ACCEPT])]),  # nor can a fetch with acknowledgements
+            script.fetch("member-s", 0),
+        ]
+        script.produce(4)
+        return seen + [
+            script.fetch("member-s", 0),  # a new session
+            script.fetch("member-s", 3),  # not the next epoch
+            script.fetch("member-s", 1, acks=[(0, 3, [ACCEPT, ACCEPT])]),  # types neither one nor one each
+            script.fetch("member-s", 2, acks=[(2, 1, [ACCEPT])]),
+            script.fetch("member-s", 3, acks=[(0, 1, [ACCEPT]), (1, 2, [ACCEPT])]),  # overlapping
+            script.fetch("member-s", 4, acks=[(0, 3, [9])]),
+            script.acknowledge("member-s", 5, [(0, 3, [ACCEPT])]),
+            script.fetch("member-s", 6, topic_id=uuid.uuid4()),
+            script.acknowledge("member-s", -1, [(0, 0, [ACCEPT])]),
+            script.acknowledge("member-s", -1, [(0, 0, [ACCEPT])]),  # closed already
+        ]
+
+    assert_same(on_both(brokers, "sf-sessions-topic", scenario))
