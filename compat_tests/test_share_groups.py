@@ -141,3 +141,36 @@ def test_java_share_consumers_and_librdkafka_join_one_group_and_leave(share_brok
     wait_until(share_broker, [librdkafka], Check(group, lambda d: assignments(d) == {"librdkafka-member": [0, 1]}),
                "the Java consumer's leave")
     librdkafka.close()
+
+
+def test_the_groups_command_shows_share_groups(share_broker):
+    import subprocess
+    import sys
+
+    from trafka.wire.messages import ShareGroupHeartbeatRequest
+
+    with WireClient(share_broker.bootstrap) as client:
+        create(client, "share-cli", 2)
+        request = ShareGroupHeartbeatRequest(group_id="share-cli-group", member_id="cli-member", member_epoch=0,
+                                             subscribed_topic_names=["share-cli"])
+        epoch = client.request(request, 1).member_epoch
+        deadline = time.monotonic() + WAIT_S
+        while not any(assignments(describe(share_broker, "share-cli-group")).values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+            epoch = client.request(ShareGroupHeartbeatRequest(group_id="share-cli-group", member_id="cli-member",
+                                                              member_epoch=epoch), 1).member_epoch
+
+    def trafka(*arguments: str) -> str:
+        completed = subprocess.run([sys.executable, "-m", "trafka", *arguments, "--bootstrap-server",
+                                    share_broker.bootstrap], capture_output=True, text=True, timeout=60)
+        assert completed.returncode == 0, completed.stderr
+        return completed.stdout
+
+    assert "share-cli-group\tshare\tStable" in trafka("groups", "list").splitlines()
+    described = trafka("groups", "describe", "share-cli-group").splitlines()
+    assert described[0].startswith("share-cli-group\tshare\tStable\tgroup epoch ")
+    assert described[1].startswith("share-cli-group\tcli-member\t/127.0.0.1\t") and described[1].endswith(
+        "\tshare-cli:0,1")
+    assert described[2:] == ["GROUP\tTOPIC\tPARTITION\tSTART-OFFSET\tLAG", "share-cli-group\tshare-cli\t0\t0\t0",
+                             "share-cli-group\tshare-cli\t1\t0\t0"]

@@ -35,6 +35,7 @@ from trafka.broker.tools.client_security import ClientConfigError, ClientSecurit
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
+    DescribeShareGroupOffsetsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
@@ -261,6 +262,19 @@ def _share_group_describe(client: AdminClient, group_id: str, coordinator: int) 
         assignment = ",".join(f"{tp.topic_name}:{','.join(map(str, sorted(tp.partitions)))}"
                               for tp in m.assignment.topic_partitions) or "-"
         print(f"{group_id}\t{m.member_id}\t{m.client_host}\t{m.client_id}\tepoch {m.member_epoch}\t{assignment}")
+    try:  # the start offset of each partition the group consumes, and its lag (DescribeShareGroupOffsets)
+        D = DescribeShareGroupOffsetsRequest
+        offsets = client.request(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]),
+                                 1, node_id=coordinator).groups[0]
+    except Exception:  # a broker that does not serve it
+        return True
+    if offsets.error_code == 0 and offsets.topics:
+        print("GROUP\tTOPIC\tPARTITION\tSTART-OFFSET\tLAG")
+        for topic in sorted(offsets.topics, key=lambda t: t.topic_name):
+            for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+                start = p.start_offset if p.start_offset >= 0 else "-"
+                lag = p.lag if p.lag >= 0 else "-"
+                print(f"{group_id}\t{topic.topic_name}\t{p.partition_index}\t{start}\t{lag}")
     return True
 
 
