@@ -174,3 +174,66 @@ def test_the_groups_command_shows_share_groups(share_broker):
         "\tshare-cli:0,1")
     assert described[2:] == ["GROUP\tTOPIC\tPARTITION\tSTART-OFFSET\tLAG", "share-cli-group\tshare-cli\t0\t0\t0",
                              "share-cli-group\tshare-cli\t1\t0\t0"]
+
+
+# ------------------------------------------------------------------------------------------ in a cluster
+
+def test_a_share_group_moves_to_the_next_coordinator_when_its_coordinator_dies(zookeeper, tmp_path):
+    """Three brokers on ZooKeeper, __consumer_offsets replicated three times: the group's coordinator is killed
+    -9, the next leader of its partition loads the group from the replicated records, and the member carries
+    on at its epoch with its partitions, their share state initialized through the share coordinators."""
+    from compat_tests.cluster import start_cluster, wait
+    from trafka.wire.messages import CreateTopicsRequest, FindCoordinatorRequest, ShareGroupHeartbeatRequest
+
+    cluster = start_cluster(zookeeper, tmp_path, {"offsets.topic.num.partitions": 1,
+                                                  "share.coordinator.state.topic.num.partitions": 3,
+                                                  "auto.leader.rebalance.enable": "false"})
+    group = "cluster-share-group"
+
+    def coordinator() -> int | None:
+        running = next(b for b in cluster.brokers if b.running)
+        with WireClient(f"{running.host}:{running.port}") as client:
+            [found] = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4).coordinators
+        return found.node_id if found.error_code == 0 else None
+
+    def heartbeat(epoch: int, topics=None):
+        broker = cluster.broker(coordinator())
+        with WireClient(f"{broker.host}:{broker.port}") as client:
+            return client.request(ShareGroupHeartbeatRequest(group_id=group, member_id="survivor",
+                                                             member_epoch=epoch, subscribed_topic_names=topics), 1)
+
+    try:
+        with WireClient(cluster.bootstrap.split(",")[0]) as client:
+            created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                name="cluster-share", num_partitions=2, replication_factor=3, assignments=[], configs=[])],
+                timeout_ms=30_000), 7)
+            assert created.topics[0].error_code == 0, created
+        wait(coordinator, "a coordinator for the group")
+        joined = wait(lambda: (lambda r: r if r.error_code == 0 else None)(heartbeat(0, ["cluster-share"])),
+                      "the member to join")
+        state = {"epoch": joined.member_epoch}
+
+        def assigned():
+            response = heartbeat(state["epoch"])
+            assert response.error_code == 0, response
+            state["epoch"] = response.member_epoch
+            return response if response.assignment is not None and response.assignment.topic_partitions else None
+
+        before = wait(assigned, "the partitions to be assigned")
+        assert sorted(p for tp in before.assignment.topic_partitions for p in tp.partitions) == [0, 1]
+
+        victim = coordinator()
+        cluster.broker(victim).kill()
+        wait(lambda: coordinator() not in (None, victim), "a new coordinator")
+        after = wait(lambda: (lambda r: r if r.error_code == 0 else None)(heartbeat(before.member_epoch)),
+                     "the new coordinator to answer the member")
+        assert (after.member_epoch, after.assignment) == (before.member_epoch, None)
+        broker = cluster.broker(coordinator())
+        with WireClient(f"{broker.host}:{broker.port}") as client:
+            (described,) = client.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+        assert (described.error_code, described.group_state, described.group_epoch) == (0, "Stable",
+                                                                                       before.member_epoch)
+        assert [(m.member_id, sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions))
+                for m in described.members] == [("survivor", [0, 1])]
+    finally:
+        cluster.close()
