@@ -428,3 +428,89 @@ def test_the_java_admin_client_alters_lists_and_deletes_share_group_offsets(brok
     observed = {name: java_offsets_scenario(process.bootstrap) for name, process in brokers.items()}
     assert observed["trafka"] == observed["kafka"]
     assert observed["trafka"][2] == [[JAVA_TOPIC, 0, 1, 0, 3], [JAVA_TOPIC, 2, 3, 0, 3]]
+
+
+# ==================================================================================================== authorization
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory):
+    """Kafka and trafka with the StandardAuthorizer, the SASL users, topics, groups and ACLs of
+    compat_tests/test_differential_authorization.py."""
+    from compat_tests import test_differential_authorization as auth
+
+    root = Path(tmp_path_factory.mktemp("share-state-authorization"))
+    settings = {**auth.SETTINGS, **SETTINGS}
+    kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    sasl_port = auth._free_port()
+    (root / "trafka").mkdir()
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
+        **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
+    try:
+        kafka.start()
+        trafka.start()
+        for process in (kafka, trafka):
+            auth._prepare(process.bootstrap)
+        yield {"kafka": (kafka, kafka.ports["SASL_PLAINTEXT"]), "trafka": (trafka, sasl_port)}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+def _refusable_requests() -> list[tuple[str, object, int]]:
+    from trafka.wire.messages import (
+        AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupStateRequest,
+        DescribeShareGroupOffsetsRequest,
+        ReadShareGroupStateSummaryRequest,
+    )
+
+    topic_id = uuid.UUID("00000000-0000-0000-0000-0000000000bb")
+    key = share_key = f"g-alice:{share_coordinator_key_topic(topic_id)}:0"
+    Describe, Alter = DescribeShareGroupOffsetsRequest, AlterShareGroupOffsetsRequest
+    DeleteOffsets, DeleteState = DeleteShareGroupOffsetsRequest, DeleteShareGroupStateRequest
+    Summary = ReadShareGroupStateSummaryRequest
+    requests: list[tuple[str, object, int]] = [
+        ("find a share coordinator", FindCoordinatorRequest(key_type=2, coordinator_keys=[key, share_key]), 6),
+        ("initialize", Init(group_id="g-alice", topics=[Init.InitializeStateData(topic_id=topic_id, partitions=[
+            Init.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0),
+        ("read", R(group_id="g-alice", topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=0, leader_epoch=0)])]), 0),
+        ("write", W(group_id="g-alice", topics=[W.WriteStateData(topic_id=topic_id, partitions=[
+            W.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=0)])]), 1),
+        ("delete", DeleteState(group_id="g-alice", topics=[DeleteState.DeleteStateData(topic_id=topic_id, partitions=[
+            DeleteState.PartitionData(partition=0)])]), 0),
+        ("summary", Summary(group_id="g-alice", topics=[Summary.ReadStateSummaryData(topic_id=topic_id, partitions=[
+            Summary.PartitionData(partition=0, leader_epoch=0)])]), 1),
+    ]
+    for group in ("g-alice", "g-other"):
+        requests += [
+            (f"describe offsets of {group}", Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=[Describe.DescribeShareGroupOffsetsRequestTopic(topic_name=name, partitions=[0])
+                                        for name in ("orders", "secret")])]), 1),
+            (f"alter offsets of {group}", Alter(group_id=group, topics=[Alter.AlterShareGroupOffsetsRequestTopic(
+                topic_name=name, partitions=[Alter.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=0)]) for name in ("orders", "secret")]), 0),
+            (f"delete offsets of {group}", DeleteOffsets(group_id=group, topics=[
+                DeleteOffsets.DeleteShareGroupOffsetsRequestTopic(topic_name="secret")]), 0),
+        ]
+    return requests
+
+
+def share_coordinator_key_topic(topic_id: uuid.UUID) -> str:
+    from trafka.broker.share.state import uuid_to_kafka_string
+
+    return uuid_to_kafka_string(topic_id)
+
+
+@pytest.mark.parametrize("user", ["alice", "bob"])
+def test_refusals_as_kafka_answers_them(secured, user):
+    """The share state APIs need CLUSTER_ACTION, FindCoordinator for share keys too; the share group offsets
+    APIs the group's and the topics' rights: alice (rights on g-alice and some topics, none on the cluster) and
+    bob (none) see the same refusals from both brokers."""
+    from compat_tests.test_differential_authorization import on_both, outcome
+
+    for case, message, version in _refusable_requests():
+        observed = on_both(secured, user, lambda client, m=message, v=version: outcome(client.request(m, v)))
+        assert observed["trafka"] == observed["kafka"], case

@@ -39,8 +39,7 @@ async def handle_describe_share_group_offsets(
     for wanted in request.groups:
         group_id = wanted.group_id
         if not ctx.authorize(AclOperation.DESCRIBE, AclResourceType.GROUP, group_id):
-            groups.append(Group(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                                error_message="Group authorization failed."))
+            groups.append(Group(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         try:
             coordinator.check_group(group_id)

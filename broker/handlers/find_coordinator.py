@@ -28,6 +28,8 @@ TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 #: The first version that finds share coordinators.
 SHARE_SINCE_VERSION = 6
+#: A share key lookup without CLUSTER_ACTION: Kafka refuses the whole request, each key with the error's message.
+REFUSED_SHARE_KEYS = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
                            "the message was sent to an incompatible broker. See the broker logs for more details.")
 
@@ -43,10 +45,10 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         )
     coordinators = []
     for key in request.coordinator_keys:
-        error, _message, (node_id, host, port) = await _coordinator(ctx, request.key_type, key)
-        coordinators.append(  # Kafka gives no message per key: the empty string
+        error, message, (node_id, host, port) = await _coordinator(ctx, request.key_type, key)
+        coordinators.append(  # Kafka gives no message per key (the empty string), but for a refused request
             FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error,
-                                                error_message="")
+                                                error_message=message if error == REFUSED_SHARE_KEYS else "")
         )
     return FindCoordinatorResponse(coordinators=coordinators)
 

@@ -19,6 +19,9 @@ from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
 
+#: Kafka's message for a request its sender may not make (it names no permission here).
+CLUSTER_REFUSED = "Cluster authorization failed."
+
 Result = InitializeShareGroupStateResponse.InitializeStateResult
 PartitionResult = InitializeShareGroupStateResponse.PartitionResult
 
@@ -26,11 +29,10 @@ PartitionResult = InitializeShareGroupStateResponse.PartitionResult
 @handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
 async def handle_initialize_share_group_state(
         ctx: RequestContext, request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
-    refusal = ctx.cluster_refusal(AclOperation.CLUSTER_ACTION)
-    if refusal is not None:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return InitializeShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
             PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=refusal) for p in topic.partitions]) for topic in request.topics])
+                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
     if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
         return InitializeShareGroupStateResponse(results=[])
     coordinator = ctx.broker.share_coordinator()

@@ -20,6 +20,9 @@ from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ReadShareGroupStateRequest, ReadShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
 
+#: Kafka's message for a request its sender may not make (it names no permission here).
+CLUSTER_REFUSED = "Cluster authorization failed."
+
 Result = ReadShareGroupStateResponse.ReadStateResult
 PartitionResult = ReadShareGroupStateResponse.PartitionResult
 StateBatch = ReadShareGroupStateResponse.StateBatch
@@ -28,11 +31,10 @@ StateBatch = ReadShareGroupStateResponse.StateBatch
 @handles(ApiKey.READ_SHARE_GROUP_STATE, 0, 0)
 async def handle_read_share_group_state(ctx: RequestContext,
                                         request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
-    refusal = ctx.cluster_refusal(AclOperation.CLUSTER_ACTION)
-    if refusal is not None:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return ReadShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
             PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=refusal) for p in topic.partitions]) for topic in request.topics])
+                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
     if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
         return ReadShareGroupStateResponse(results=[])
     coordinator = ctx.broker.share_coordinator()

@@ -24,6 +24,9 @@ from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
 
+#: Kafka's message for a request its sender may not make (it names no permission here).
+CLUSTER_REFUSED = "Cluster authorization failed."
+
 Result = WriteShareGroupStateResponse.WriteStateResult
 PartitionResult = WriteShareGroupStateResponse.PartitionResult
 
@@ -31,11 +34,10 @@ PartitionResult = WriteShareGroupStateResponse.PartitionResult
 @handles(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1)
 async def handle_write_share_group_state(ctx: RequestContext,
                                          request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-    refusal = ctx.cluster_refusal(AclOperation.CLUSTER_ACTION)
-    if refusal is not None:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return WriteShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
             PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=refusal) for p in topic.partitions]) for topic in request.topics])
+                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
     if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
         return WriteShareGroupStateResponse(results=[])
     coordinator = ctx.broker.share_coordinator()
