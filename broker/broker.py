@@ -320,6 +320,11 @@ class Broker:
             self._background_tasks.start_soon(self._share_partitions.run)
         return self._share_partitions
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: the share sessions last used on it end, their records released."""
+        if self._share_partitions is not None:
+            self._share_partitions.connection_closed(connection_id)
+
     async def _offsets_partition_for(self, group_id: str) -> int:
         """The partition of ``__consumer_offsets`` that holds ``group_id`` (AddOffsetsToTxn), with the
         topic in place: a transaction may name a group before any group request created it."""

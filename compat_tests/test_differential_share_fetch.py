@@ -17,6 +17,7 @@ import pytest
 from compat_tests.test_differential import side_by_side
 from compat_tests.test_differential_share_groups import SETTINGS as GROUP_SETTINGS
 from compat_tests.test_differential_share_groups import Conversation, conversation
+from compat_tests.wire_client import WireClient
 from trafka.wire.messages import (
     MetadataRequest,
     ProduceRequest,
@@ -164,3 +165,25 @@ def test_share_session_errors(brokers):
         ]
 
     assert_same(on_both(brokers, "sf-sessions-topic", scenario))
+
+
+def test_a_closed_connection_ends_the_share_session(brokers):
+    observed = {}
+    for name, process in brokers.items():
+        talk, client = conversation(process, ("sf-closed", 1))
+        join(talk, "sf-closed-group", "sf-closed", "member-c", "member-d")
+        script = Script(talk, "sf-closed-group", "sf-closed")
+        seen = [script.fetch("member-c", 0)]
+        script.produce(3)
+        seen.append(script.fetch("member-c", 1))
+        other = WireClient(process.bootstrap)
+        try:
+            second = Script(Conversation(other, talk.topics), "sf-closed-group", "sf-closed")
+            seen.append(second.fetch("member-d", 0, fetch=False))
+            client.close()  # member-c's records are released, its session ends
+            seen.append(second.fetch("member-d", 1))
+            seen.append(second.fetch("member-c", 2))
+        finally:
+            other.close()
+        observed[name] = seen
+    assert_same(observed)

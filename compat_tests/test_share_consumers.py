@@ -3,9 +3,9 @@
 
 Several consumers of one group share a partition's records, each delivered once when all accept; a released record
 comes back with a higher delivery count; a rejected one is archived; records whose lock expires (their consumer
-went quiet, or was killed -9) go to another consumer; a record released past group.share.delivery.count.limit is
-archived; a broker restart keeps the group's progress; a share group and a consumer group read the same topic
-independently.
+went quiet) go to another consumer, as do those of a consumer killed -9 (its connection closed); a record released
+past group.share.delivery.count.limit is archived; a broker restart keeps the group's progress; a share group and a
+consumer group read the same topic independently.
 """
 
 from __future__ import annotations
@@ -230,7 +230,9 @@ def test_an_expired_lock_redelivers_to_another_member_and_the_delivery_limit_arc
             other.close()
 
 
-def test_a_consumer_killed_has_its_records_redelivered_after_the_lock(share_broker):
+def test_a_consumer_killed_has_its_records_redelivered(share_broker):
+    """Its connection closes with it: its share session ends and its records are released (as Kafka 4.4 does),
+    so another consumer gets them again."""
     topic = new_topic(share_broker, "share-killed")
     try:
         own_jvm = JavaDriver()
@@ -244,10 +246,8 @@ def test_a_consumer_killed_has_its_records_redelivered_after_the_lock(share_brok
         got = poll_until(victim, lambda got: len(got) >= 5, "the victim's records")
         assert [r.offset for r in got] == [0, 1, 2, 3, 4]
         own_jvm.kill()  # kill -9: no acknowledgement, no leaving
-        killed = time.monotonic()
         survivor = LibrdkafkaShare(share_broker, "g-killed", "survivor", topic)
         again = poll_until(survivor, lambda got: len(got) >= 5, "the victim's records, redelivered")
-        assert time.monotonic() - killed >= LOCK_MS / 1000 - 0.5
         assert sorted((r.offset, r.delivery_count) for r in again) == [(o, 2) for o in range(5)]
     finally:
         own_jvm.kill()

@@ -54,6 +54,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
             session = manager.sessions.use(group_id, member_id, epoch)
     except KafkaError as exc:
         return refuse(exc.code, exc.message or None)
+    session.connection_id = ctx.connection_id
     renewing = ctx.api_version >= 2 and request.is_renew_ack
     responses = []
     for topic in request.topics:

@@ -11,7 +11,8 @@ one moves its wake-up). Long-polling ShareFetches wait on the partitions' data w
 the share partitions' own waiters (records released by an acknowledgement, an expired lock or a member leaving),
 never polling.
 
-A member that leaves its group, or closes its share session, has the records it holds released at once.
+A member that leaves its group, or closes its share session, has the records it holds released at once; so does
+one whose connection closes (its share session ends with it).
 
 Settings (broker defaults; a group's own ``share.*`` configs win): ``group.share.record.lock.duration.ms``
 (30 s), ``group.share.delivery.count.limit`` (5), ``group.share.partition.max.record.locks`` (2000),
@@ -311,6 +312,15 @@ class SharePartitionManager:
         stays until closed: a consumer leaving acknowledges what it read after its last heartbeat)."""
         if self._nursery is not None:
             self._nursery.start_soon(self.release_member, group_id, member_id)
+
+    def connection_closed(self, connection_id: int) -> None:
+        """The share sessions last used on a connection that closed end, and their members' records are released
+        (a consumer that died lets its records go at once, not when their locks expire)."""
+        for session in self.sessions.on_connection(connection_id):
+            self.sessions.remove(session.group_id, session.member_id)
+            if self._nursery is not None:
+                self._nursery.start_soon(self.release_member, session.group_id, session.member_id,
+                                         set(session.partitions))
 
     # -- waiting ------------------------------------------------------------------------------------
 

@@ -212,3 +212,17 @@ async def test_restart_keeps_the_progress(nursery, tmp_path):
     # the accepted records stay done with; the released ones come back with their delivery count
     got = await client.request(fetch_request("m2", 0, running.broker.topics.get("t").topic_id), VERSION)
     assert acquired(got) == [(2, 3, 2), (4, 5, 1)]
+
+
+async def test_a_closed_connection_ends_its_sessions_and_releases_their_records(running):
+    first = await running.client()
+    topic_id = await setup_topic(running, first, "t", [3])
+    assert acquired(await first.request(fetch_request("m1", 0, topic_id), VERSION)) == [(0, 2, 1)]
+    await first.aclose()
+    second = await running.client()
+    started = trio.current_time()
+    got = await second.request(fetch_request("m2", 0, topic_id, max_wait_ms=5000), VERSION)
+    assert acquired(got) == [(0, 2, 2)]
+    assert trio.current_time() - started < LOCK_MS / 1000 * 0.8  # at once, not when the locks expire
+    gone = await second.request(fetch_request("m1", 1, topic_id), VERSION)
+    assert gone.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
