@@ -283,9 +283,10 @@ def test_the_same_records_and_the_state_after_a_restart(brokers):
 def offsets_scenario(bootstrap: str) -> list[tuple[str, object]]:
     """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets through their cases, around a
     share group that a member joins and leaves; what each answered (topic ids left out)."""
-    from compat_tests.test_differential import produce
+    from compat_tests.test_differential import group_request, produce
     from trafka.wire.messages import (
         AlterShareGroupOffsetsRequest,
+        OffsetCommitRequest,
         DeleteShareGroupOffsetsRequest,
         DescribeShareGroupOffsetsRequest,
         ShareGroupHeartbeatRequest,
@@ -355,6 +356,18 @@ def offsets_scenario(bootstrap: str) -> list[tuple[str, object]]:
         seen.append(("delete from a missing group", delete("missing-" + group, [topic])))
         seen.append(("alter nothing", alter(group, [])))
         seen.append(("delete nothing", delete(group, [])))
+        seen.append(("alter an empty group id", alter("", [(topic, [(0, 0)])])))
+        seen.append(("delete an empty group id", delete("", [topic])))
+        seen.append(("describe an empty group id", describe("")))
+        seen.append(("alter a negative start offset", alter("negative-" + group, [(topic, [(0, -5)])])))
+        consumer_group = "consumer-" + group
+        commit = OffsetCommitRequest(group_id=consumer_group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])])
+        group_request(client, commit, 8)
+        seen.append(("describe a consumer group", describe(consumer_group)))
+        seen.append(("alter a consumer group", alter(consumer_group, [(topic, [(0, 0)])])))
+        seen.append(("delete from a consumer group", delete(consumer_group, [topic])))
     finally:
         client.close()
     return seen

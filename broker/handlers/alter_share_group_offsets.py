@@ -5,11 +5,12 @@ again at the start offset given (InitializeShareGroupState through the share per
 its state epoch), its in-flight records forgotten, and the partition recorded among the group's initialized ones.
 A group that does not exist yet is created, empty, as Kafka does.
 
-Errors: a group with members is NON_EMPTY_GROUP ("The group is not empty.") for the whole request; a classic or
-consumer group GROUP_ID_NOT_FOUND; NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE as for
-every group API. A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION for each of its partitions (such topics
-come first in the response, as in Kafka's), as is a partition the topic does not have. With an authorizer the
-principal needs READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+Errors, for the whole request: an empty group id is INVALID_GROUP_ID; a group with members NON_EMPTY_GROUP ("The
+group is not empty."); a classic or consumer group GROUP_ID_NOT_FOUND; NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+and COORDINATOR_NOT_AVAILABLE as for every group API. A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION for
+each of its partitions (such topics come first in the response, as in Kafka's), as is a partition the topic does not
+have. With an authorizer the principal needs READ on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+(TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ async def handle_alter_share_group_offsets(
                                               error_message="Group authorization failed.")
     coordinator = ctx.broker.group_coordinator()
     try:
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "The group id is invalid.")
         coordinator.check_group(group_id)
         metadata = share_group_metadata(coordinator, group_id, create=True)
         if metadata.group is not None and metadata.group.members:

@@ -4,10 +4,10 @@ Forgets where an empty share group (KIP-932) is in topics: the share state of ea
 the topics named is deleted (DeleteShareGroupState through the share persister) and the topics leave the group's
 initialized ones; a member subscribing to them again starts afresh (share.auto.offset.reset).
 
-Errors: a group that does not exist is GROUP_ID_NOT_FOUND ("Group g not found."), as is a classic or consumer
-group; a group with members NON_EMPTY_GROUP ("The group is not empty."); NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE as for every group API; all for the whole request. A
-topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION. With an authorizer the principal needs DELETE on the group
+Errors, for the whole request: an empty group id is INVALID_GROUP_ID; a group that does not exist GROUP_ID_NOT_FOUND
+("Group g not found."), as is a classic or consumer group; a group with members NON_EMPTY_GROUP ("The group is not
+empty."); NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE as for every group API. A topic
+that does not exist is UNKNOWN_TOPIC_OR_PARTITION. With an authorizer the principal needs DELETE on the group
 (GROUP_AUTHORIZATION_FAILED) and READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
@@ -103,6 +103,8 @@ async def handle_delete_share_group_offsets(
                                                error_message="Group authorization failed.")
     coordinator = ctx.broker.group_coordinator()
     try:
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "The group id is invalid.")
         coordinator.check_group(group_id)
         metadata = share_group_metadata(coordinator, group_id, create=False)
         if metadata.group.members:
