@@ -179,11 +179,18 @@ def test_the_groups_command_shows_share_groups(share_broker):
 # ------------------------------------------------------------------------------------------ in a cluster
 
 def test_a_share_group_moves_to_the_next_coordinator_when_its_coordinator_dies(zookeeper, tmp_path):
-    """Three brokers on ZooKeeper, __consumer_offsets replicated three times: the group's coordinator is killed
-    -9, the next leader of its partition loads the group from the replicated records, and the member carries
-    on at its epoch with its partitions, their share state initialized through the share coordinators."""
+    """Three brokers on ZooKeeper, __consumer_offsets replicated three times: a group config altered through one
+    broker is seen by all; the group's coordinator is killed -9, the next leader of its partition loads the group
+    from the replicated records, and the member carries on at its epoch with its partitions, their share state
+    initialized through the share coordinators."""
     from compat_tests.cluster import start_cluster, wait
-    from trafka.wire.messages import CreateTopicsRequest, FindCoordinatorRequest, ShareGroupHeartbeatRequest
+    from trafka.wire.messages import (
+        CreateTopicsRequest,
+        DescribeConfigsRequest,
+        FindCoordinatorRequest,
+        IncrementalAlterConfigsRequest,
+        ShareGroupHeartbeatRequest,
+    )
 
     cluster = start_cluster(zookeeper, tmp_path, {"offsets.topic.num.partitions": 1,
                                                   "share.coordinator.state.topic.num.partitions": 3,
@@ -222,12 +229,35 @@ def test_a_share_group_moves_to_the_next_coordinator_when_its_coordinator_dies(z
         before = wait(assigned, "the partitions to be assigned")
         assert sorted(p for tp in before.assignment.topic_partitions for p in tp.partitions) == [0, 1]
 
+        # A group config altered through another broker is described by every broker and used by the coordinator.
+        other = next(b for b in cluster.brokers if b.node_id != coordinator())
+        with WireClient(f"{other.host}:{other.port}") as client:
+            response = client.request(IncrementalAlterConfigsRequest(resources=[
+                IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+                    IncrementalAlterConfigsRequest.AlterableConfig(name="share.heartbeat.interval.ms",
+                                                                   config_operation=0, value="7000")])]), 1)
+            assert response.responses[0].error_code == 0, response
+
+        def described_everywhere() -> bool:
+            for broker in cluster.brokers:
+                with WireClient(f"{broker.host}:{broker.port}") as client:
+                    result = client.request(DescribeConfigsRequest(resources=[
+                        DescribeConfigsRequest.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                                       configuration_keys=[
+                                                                           "share.heartbeat.interval.ms"])]), 4)
+                    if [(c.value, c.config_source) for c in result.results[0].configs] != [("7000", 8)]:
+                        return False
+            return True
+
+        wait(described_everywhere, "every broker to describe the group's config")
+        assert heartbeat(before.member_epoch).heartbeat_interval_ms == 7000
+
         victim = coordinator()
         cluster.broker(victim).kill()
         wait(lambda: coordinator() not in (None, victim), "a new coordinator")
         after = wait(lambda: (lambda r: r if r.error_code == 0 else None)(heartbeat(before.member_epoch)),
                      "the new coordinator to answer the member")
-        assert (after.member_epoch, after.assignment) == (before.member_epoch, None)
+        assert (after.member_epoch, after.assignment, after.heartbeat_interval_ms) == (before.member_epoch, None, 7000)
         broker = cluster.broker(coordinator())
         with WireClient(f"{broker.host}:{broker.port}") as client:
             (described,) = client.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups

@@ -173,8 +173,16 @@ class GroupCoordinator:
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
         self.share = ShareGroupProtocol(self)
-        #: Groups' own configs (GROUP config resources), read by share groups for their settings.
-        self.group_configs = GroupConfigStore.load(config.data_dir)
+        #: Groups' own configs (GROUP config resources), read by share groups for their settings: in ZooKeeper
+        #: for a broker of a cluster (every broker serves the same ones), in the data directory otherwise.
+        cluster = getattr(topics, "cluster", None)
+        if cluster is not None:
+            from trafka.broker.cluster.group_configs import ClusterGroupConfigs
+
+            self.group_configs: GroupConfigStore | ClusterGroupConfigs = ClusterGroupConfigs(
+                lambda: cluster.client, cluster.node_id)
+        else:
+            self.group_configs = GroupConfigStore.load(config.data_dir)
         self.share.group_configs = self.group_configs.configs
         self.runtime = CoordinatorRuntime(offsets_topic(config), self, topics, single_node=single_node)
         # A single node leads every partition of __consumer_offsets: load them all (as a broker of a
@@ -198,6 +206,8 @@ class GroupCoordinator:
             await nursery.start(self.timers.run)
             await nursery.start(self.runtime.run)
             await nursery.start(self.share.run)
+            if hasattr(self.group_configs, "run"):
+                await nursery.start(self.group_configs.run)
             task_status.started()
             while True:
                 await trio.sleep(self.retention_check_interval_ms / 1000)
