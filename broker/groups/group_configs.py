@@ -6,8 +6,9 @@ IncrementalAlterConfigs and AlterConfigs set them, checked as Kafka checks them 
 the broker's ``group.*.min``/``max`` settings allow). Share groups read theirs through
 ``GroupCoordinator.share_group_config``.
 
-The configs are kept in ``group-configs.json`` in the broker's data directory, written atomically, so they
-survive a restart.
+A single broker keeps the configs in ``group-configs.json`` in its data directory, written atomically, so
+they survive a restart; the brokers of a cluster keep them in ZooKeeper
+(:mod:`trafka.broker.cluster.group_configs`), so that all serve the same ones.
 """
 from __future__ import annotations
 
