@@ -438,10 +438,35 @@ class ShareCoordinator:
             await self.runtime.await_written(coordinator_key)
         return written
 
+    async def forget_deleted_topics(self) -> int:
+        """Delete the state of share partitions whose topic no longer exists (a tombstone each, as Kafka does when
+        topics are deleted). Returns how many were deleted."""
+        deleted = 0
+        for index, states in list(self._shards.items()):
+            gone = [key for key in states.entries if self._topic_partitions(key[1]) is None]
+            if not gone or self.runtime.error(index) != ErrorCode.NONE or self._shards.get(index) is not states:
+                continue
+            records = [(ShareKey(group_id, topic_id, partition, True), None) for group_id, topic_id, partition in gone]
+            coordinator_key = share_coordinator_key(*gone[0])
+            try:
+                info = self.runtime.append(coordinator_key, bytearray(build_batch(
+                    [(encode_key(key), None) for key, _ in records])))
+            except KafkaError as exc:
+                log.warning("%s-%d: the state of deleted topics not deleted: %s", SHARE_STATE_TOPIC, index, exc)
+                continue
+            for position, (share_key, _) in enumerate(records):
+                states.replay(share_key, None, info.first_offset + position)
+            log.info("%s-%d: the state of %d share partitions of deleted topics deleted", SHARE_STATE_TOPIC, index,
+                     len(records))
+            deleted += len(records)
+            await self.runtime.await_written(coordinator_key)
+        return deleted
+
     async def prune(self) -> int:
-        """Delete the records of the state partitions led here that a later snapshot supersedes for every share
-        partition (Kafka's prune job): their log start offset moves up to the oldest last snapshot, within the
-        high watermark. Returns how many partitions were pruned."""
+        """Delete the state of share partitions of deleted topics, then the records of the state partitions led here
+        that a later snapshot supersedes for every share partition (Kafka's prune job): their log start offset moves
+        up to the oldest last snapshot, within the high watermark. Returns how many partitions were pruned."""
+        await self.forget_deleted_topics()
         pruned = 0
         for index, states in list(self._shards.items()):
             offset = states.redundant_offset

@@ -357,3 +357,22 @@ async def test_records_superseded_by_snapshots_are_pruned_and_cold_partitions_sn
             await trio.sleep(0.01)
     assert (loaded.start_offset, loaded.batches, loaded.state_epoch) == (state.start_offset, state.batches,
                                                                          state.state_epoch)
+
+
+async def test_the_state_of_a_deleted_topic_goes(tmp_path, nursery):
+    topics = Topics(tmp_path)
+    existing = {TOPIC_ID}
+    shares = ShareCoordinator(SETTINGS, topics, single_node=True,
+                              topic_partitions=lambda topic_id: 2 if topic_id in existing else None)
+    await nursery.start(shares.run)
+    await shares.ensure_topic()
+    await shares.initialize("g", TOPIC_ID, 0, 0, 0)
+    await shares.initialize("g", TOPIC_ID, 1, 0, 0)
+    assert await shares.forget_deleted_topics() == 0
+    existing.clear()
+    assert await shares.forget_deleted_topics() == 2
+    assert [value for _, value in written(topics)].count(None) == 2
+    existing.add(TOPIC_ID)  # a topic of that id again: nothing of the old state is left
+    with pytest.raises(KafkaError) as refused:
+        await shares.read("g", TOPIC_ID, 0, 0)
+    assert refused.value.message == "Read operation on uninitialized share partition not allowed."
