@@ -383,3 +383,24 @@ def test_five_members_on_two_partitions(brokers):
         return described[:8], sizes, sharing
 
     assert_same(on_both(brokers, scenario))
+
+
+def test_share_state_is_initialized_without_a_start_offset(brokers):
+    """The group initializes a partition's share state with start offset -1: records written before the first
+    ShareFetch are left to share.auto.offset.reset, which the share partition applies then."""
+    from compat_tests.test_differential import produce
+    from trafka.wire.messages import DescribeShareGroupOffsetsRequest as D
+    from trafka.wire.records import build_batch
+
+    def scenario(talk: Conversation):
+        create(talk.client, "sd-start", 1)
+        talk.topics.update(_topic_names(talk.client))
+        produce(talk.client, "sd-start", 0, bytes(build_batch([(b"k", b"v1"), (b"k", b"v2")])))
+        joined = talk.heartbeat("sd-start-group", "m", 0, ["sd-start"])
+        assigned = talk.until_assigned("sd-start-group", "m", joined[3])
+        (group,) = talk.client.request(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(
+            group_id="sd-start-group", topics=None)]), 1).groups
+        return assigned, group.error_code, [(t.topic_name, [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                                                            for p in t.partitions]) for t in group.topics]
+
+    assert_same(on_both(brokers, scenario))

@@ -17,7 +17,9 @@ with one request, ShareGroupHeartbeat:
   to its target at once, its member epoch becoming the assignment epoch.
 - **Share state**: the first time a subscribed partition appears, the group records that it initializes it
   (ShareGroupStatePartitionMetadata, InitializingTopics), initializes its state through the share
-  persister (the share coordinator of its key), then records it as initialized; only then is it assigned.
+  persister (the share coordinator of its key) without a start offset (-1: the share partition takes the one
+  ``share.auto.offset.reset`` gives when it first reads the state), then records it as initialized; only then
+  is it assigned.
   Deleting the group deletes the state of its partitions.
 
 The group's state is ``Empty`` without members and ``Stable`` with some, ``Dead`` once removed; the
@@ -365,7 +367,8 @@ class ShareGroupProtocol:
         #: The share persister (the share coordinator of a key, here or on another broker); None: share state
         #: is recorded as initialized without one.
         self.persister: Callable[[], Any] | None = None
-        #: The start offset of a partition's share state (None: -1, decided by the share partition).
+        #: The start offset a partition's share state is initialized with (None: -1, as Kafka initializes it:
+        #: the share partition decides by share.auto.offset.reset when it first reads the state).
         self.start_offset_resolver: StartOffsetResolver | None = None
         #: Group configs set by IncrementalAlterConfigs/AlterConfigs (share.session.timeout.ms ...), by group id.
         self.group_configs: dict[str, dict[str, str]] = {}
@@ -711,11 +714,11 @@ class ShareGroupProtocol:
         group = self.coordinator.groups.get(group_id)
         if not isinstance(group, ShareGroup) or not group.initializing:
             return
-        resolver = self.start_offset_resolver or self._start_offset
+        resolver = self.start_offset_resolver
         done: dict[uuid.UUID, set[int]] = {}
         for topic_id, topic in list(group.initializing.items()):
             for partition in sorted(topic.partitions):
-                start_offset = resolver(group_id, topic_id, partition)
+                start_offset = resolver(group_id, topic_id, partition) if resolver is not None else -1
                 if self.persister is not None:
                     try:
                         await _call(self.persister().initialize(
@@ -791,22 +794,6 @@ class ShareGroupProtocol:
             self._deleted_partitions.pop((group_id, topic_id), None)
         log.info("share group %s: share state of deleted topics %s deleted", group_id,
                  ", ".join(str(t) for t in done))
-
-    def _start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
-        """Where a partition's share state starts by the group's share.auto.offset.reset: the log start
-        offset (earliest) or the high watermark (latest) of the partition where it is here; otherwise -1,
-        which leaves it to the share partition when it first reads the state."""
-        topics = self.coordinator.topics
-        topic = topics.by_id(topic_id) if hasattr(topics, "by_id") else None
-        local = topics.partition(topic.name, partition) if topic is not None and hasattr(topics, "partition") else None
-        if local is None:
-            return -1
-        reset = str(self.effective_config(group_id)["share.auto.offset.reset"]).lower()
-        if reset == "earliest":
-            return local.log_start_offset
-        if reset == "latest":
-            return local.high_watermark
-        return -1
 
     async def delete_state(self, group: ShareGroup) -> None:
         """Delete the share state of every partition of the (empty) group; raises KafkaError."""
