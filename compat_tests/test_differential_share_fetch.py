@@ -27,7 +27,9 @@ from trafka.wire.messages import (
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
 SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 2}
-ACCEPT, RELEASE, REJECT = 1, 2, 3
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+#: What a ShareFetch that only renews locks must say.
+RENEWING = dict(is_renew_ack=True, max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0)
 
 
 @pytest.fixture(scope="module")
@@ -54,32 +56,34 @@ class Script:
             assert response.responses[0].partition_responses[0].error_code == 0, response
 
     def fetch(self, member: str, epoch: int, *, acks=(), max_records: int = 500, batch_size: int = 500,
-              topic_id: uuid.UUID | None = None, fetch: bool = True, version: int = 1):
+              topic_id: uuid.UUID | None = None, fetch: bool = True, version: int = 1, **v2_fields):
         topics = []
         if fetch or acks:
             topics = [ShareFetchRequest.FetchTopic(topic_id=topic_id or self.topic_id, partitions=[
                 ShareFetchRequest.FetchPartition(partition_index=0, acknowledgement_batches=[
                     ShareFetchRequest.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
                     for f, last, t in acks])])]
+        fields = dict(max_wait_ms=300, min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=batch_size)
         response = self.client.request(ShareFetchRequest(
-            group_id=self.group, member_id=member, share_session_epoch=epoch, max_wait_ms=300, min_bytes=1,
-            max_bytes=1 << 20, max_records=max_records, batch_size=batch_size, topics=topics,
-            forgotten_topics_data=[]), version)
+            group_id=self.group, member_id=member, share_session_epoch=epoch, topics=topics, forgotten_topics_data=[],
+            **{**fields, **v2_fields}), version)
         return (response.error_code, response.acquisition_lock_timeout_ms if response.error_code == 0 else None,
                 [(p.partition_index, p.error_code, p.acknowledge_error_code,
                   [(r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records],
                   _offsets(p.records)) for t in response.responses for p in t.partitions])
 
-    def acknowledge(self, member: str, epoch: int, acks, *, topic_id: uuid.UUID | None = None):
+    def acknowledge(self, member: str, epoch: int, acks, *, topic_id: uuid.UUID | None = None, version: int = 1,
+                    **v2_fields):
         response = self.client.request(ShareAcknowledgeRequest(
-            group_id=self.group, member_id=member, share_session_epoch=epoch, topics=[
+            group_id=self.group, member_id=member, share_session_epoch=epoch, **v2_fields, topics=[
                 ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id or self.topic_id, partitions=[
                     ShareAcknowledgeRequest.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
                         ShareAcknowledgeRequest.AcknowledgementBatch(first_offset=f, last_offset=last,
                                                                      acknowledge_types=list(t))
-                        for f, last, t in acks])])]), 1)
+                        for f, last, t in acks])])]), version)
         return (response.error_code, [(p.partition_index, p.error_code) for t in response.responses
-                                      for p in t.partitions])
+                                      for p in t.partitions]) + ((response.acquisition_lock_timeout_ms,)
+                                                                  if version >= 2 else ())
 
 
 def _offsets(records) -> list[int]:
@@ -187,3 +191,26 @@ def test_a_closed_connection_ends_the_share_session(brokers):
             other.close()
         observed[name] = seen
     assert_same(observed)
+
+
+def test_version_2_record_limit_and_renew(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-v2", "sf-v2-topic", "member-r")
+        script = Script(talk, "sf-v2", "sf-v2-topic")
+        seen = [script.fetch("member-r", 0, version=2)]
+        script.produce(5, 5)
+        return seen + [
+            # record-limit mode: exactly max_records, though the batch holds more
+            script.fetch("member-r", 1, version=2, max_records=3, share_acquire_mode=1),
+            script.fetch("member-r", 2, version=2, max_records=3, share_acquire_mode=0),
+            script.acknowledge("member-r", 3, [(0, 2, [RENEW])], version=2),  # RENEW without is_renew_ack
+            script.acknowledge("member-r", 4, [(0, 2, [RENEW])], version=2, is_renew_ack=True),
+            script.fetch("member-r", 5, version=2, acks=[(3, 4, [RENEW])], is_renew_ack=True),  # must fetch nothing
+            script.fetch("member-r", 5, version=2, acks=[(3, 4, [RENEW])], **RENEWING),
+            script.fetch("member-r", 6, version=2, acks=[(3, 4, [ACCEPT])], **RENEWING),  # not only renewals
+            script.fetch("member-r", 7, version=2, acks=[(0, 4, [ACCEPT])]),
+            script.acknowledge("member-r", 8, [(5, 9, [ACCEPT])], version=2),
+            script.fetch("member-r", 9, version=2),
+        ]
+
+    assert_same(on_both(brokers, "sf-v2-topic", scenario))

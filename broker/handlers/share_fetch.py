@@ -13,7 +13,8 @@ it, applying the acknowledgements and releasing what the member still holds (a c
 ``max_records`` bounds the records acquired (whole log batches; exactly from v2 with share_acquire_mode 1),
 ``batch_size`` cuts the acquired ranges, ``max_bytes`` is shared evenly among the partitions. With nothing
 acquirable, the request waits up to ``max_wait_ms`` for records to be appended or released, never polling.
-From v2 ``is_renew_ack`` requests renew locks (RENEW acknowledgements) and acquire nothing.
+From v2 ``is_renew_ack`` requests renew locks (RENEW acknowledgements) and acquire nothing: their max_wait_ms,
+min_bytes, max_bytes and max_records must be 0 (INVALID_REQUEST otherwise).
 
 Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
 group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED without READ on the
@@ -65,6 +66,8 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     acknowledging = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     renewing = ctx.api_version >= 2 and request.is_renew_ack
+    if renewing and (request.max_wait_ms or request.min_bytes or request.max_bytes or request.max_records):
+        return refuse(ErrorCode.INVALID_REQUEST)  # a renewing request fetches nothing, and says so
     if epoch == INITIAL_EPOCH and acknowledging:
         return refuse(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial share fetch request")
     wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]

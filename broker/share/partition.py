@@ -312,21 +312,24 @@ class SharePartition:
         room = self.max_in_flight_records - self.in_flight_records
         limit = min(remaining, room)
         if new_first <= last and limit > 0:
-            new_last = min(last, new_first + limit - 1)
-            if mode == BATCH_OPTIMIZED:  # to the end of the log batch holding the last record wanted
-                for log_batch in log_batches:
-                    if log_batch.base_offset <= new_last <= log_batch.last_offset:
-                        new_last = log_batch.last_offset
-                        break
-            acquired.extend(self._acquire_new(member_id, log_batches, new_first, new_last, batch_size, deadline))
+            new_last = batch_end = min(last, new_first + limit - 1)
+            for log_batch in log_batches:  # the log batch holding the last record wanted comes in flight whole
+                if log_batch.base_offset <= new_last <= log_batch.last_offset:
+                    batch_end = log_batch.last_offset
+                    break
+            if mode == BATCH_OPTIMIZED:  # and is acquired whole; in the record-limit mode, up to the limit
+                new_last = batch_end
+            acquired.extend(self._acquire_new(member_id, log_batches, new_first, batch_end, batch_size, deadline,
+                                              acquire_last=new_last))
         aborted = list(aborted)
         if aborted:
             acquired = self._archive_aborted(acquired, log_batches, aborted)
         return acquired
 
     def _acquire_new(self, member_id: str, log_batches: Sequence[LogBatch], first: int, last: int,
-                     batch_size: int, deadline: float) -> list[AcquiredRange]:
-        """New in-flight batches for first..last, cut at log batch boundaries once batch_size records are in one."""
+                     batch_size: int, deadline: float, acquire_last: int) -> list[AcquiredRange]:
+        """New in-flight batches for first..last, cut at log batch boundaries once batch_size records are in one;
+        the records up to acquire_last are acquired, those after it stay available."""
         cuts: list[tuple[int, int]] = []
         start = first
         for log_batch in log_batches:
@@ -348,9 +351,11 @@ class SharePartition:
                 self.start_offset = first
         ranges = []
         for cut_first, cut_last in cuts:
-            states = [OffsetState(_S.ACQUIRED, 1, member_id, deadline) for _ in range(cut_last - cut_first + 1)]
-            self._append(InFlightBatch(cut_first, cut_last, states))
-            ranges.append(AcquiredRange(cut_first, cut_last, 1))
+            states = [OffsetState(_S.ACQUIRED, 1, member_id, deadline) if offset <= acquire_last
+                      else OffsetState(_S.AVAILABLE, 0) for offset in range(cut_first, cut_last + 1)]
+            self._append(InFlightBatch(cut_first, cut_last, states, split=cut_first <= acquire_last < cut_last))
+            if cut_first <= acquire_last:
+                ranges.append(AcquiredRange(cut_first, min(cut_last, acquire_last), 1))
         self.end_offset = last + 1
         return ranges
 

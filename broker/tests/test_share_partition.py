@@ -102,6 +102,10 @@ def test_max_records_is_exact_in_record_limit_mode():
     got = sp.acquire("m", batches((0, 4), (5, 9)), max_records=7, batch_size=500, now=0, mode=RECORD_LIMIT)
     assert got == [AcquiredRange(0, 6, 1)]
     assert sp.next_fetch_offset() == 7
+    assert sp.end_offset == 10  # the log batch holding the last record acquired is in flight whole
+    assert sp.persistent_state().batches == (StateBatch(0, 6, S.AVAILABLE, 1),)
+    got = sp.acquire("m", batches((5, 9), (10, 12)), max_records=500, batch_size=500, now=0)
+    assert got == [AcquiredRange(7, 9, 1), AcquiredRange(10, 12, 1)]
 
 
 def test_in_flight_limit_bounds_new_records():
