@@ -23,6 +23,7 @@ from trafka.wire.messages import (
     FindCoordinatorRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
@@ -186,7 +187,12 @@ def test_group_apis_treat_share_groups_alike(brokers):
                     OffsetCommitRequest.OffsetCommitRequestTopic(name="sd-one", partitions=[
                         OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]),
                 8).topics[0].partitions[0].error_code,
+            client.request(OffsetDeleteRequest(group_id="sd-admin", topics=[
+                OffsetDeleteRequest.OffsetDeleteRequestTopic(name="sd-one", partitions=[
+                    OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0).error_code,
+            _classic_requests(client),
             talk.heartbeat("sd-admin", "m", -1),
+            _classic_requests(client),
             [(g.group_id, g.group_state)
              for g in client.request(ListGroupsRequest(types_filter=["share"]), 5).groups if g.group_id == "sd-admin"],
             client.request(DeleteGroupsRequest(groups_names=["sd-admin"]), 2).results,
@@ -404,3 +410,23 @@ def test_share_state_is_initialized_without_a_start_offset(brokers):
                                                             for p in t.partitions]) for t in group.topics]
 
     assert_same(on_both(brokers, scenario))
+
+
+def _classic_requests(client: WireClient) -> list:
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup and ConsumerGroupDescribe for share group
+    ``sd-admin``: the error codes (and messages) each answers."""
+    from trafka.wire import messages as m
+
+    joined = client.request(m.JoinGroupRequest(
+        group_id="sd-admin", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+        protocol_type="consumer", protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                                         metadata=b"")]), 9)
+    synced = client.request(m.SyncGroupRequest(group_id="sd-admin", generation_id=1, member_id="x",
+                                               protocol_type="consumer", protocol_name="range", assignments=[]), 5)
+    beat = client.request(m.HeartbeatRequest(group_id="sd-admin", generation_id=1, member_id="x"), 4)
+    left = client.request(m.LeaveGroupRequest(group_id="sd-admin", members=[
+        m.LeaveGroupRequest.MemberIdentity(member_id="x")]), 5)
+    described = client.request(m.ConsumerGroupDescribeRequest(group_ids=["sd-admin"]), 0).groups[0]
+    return [(joined.error_code, joined.member_id != ""), synced.error_code, beat.error_code,
+            (left.error_code, [(r.member_id, r.error_code) for r in left.members]),
+            (described.error_code, described.error_message)]
