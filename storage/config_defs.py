@@ -815,6 +815,13 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "controller.quota.window.size.seconds", "max.connections", "max.connections.per.ip",
         "max.connections.per.ip.overrides", "max.connection.creation.rate",
     ),
+    "share groups": (
+        "group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+        "group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms", "group.share.max.size", "group.share.assignors",
+        "group.share.assignment.interval.ms", "group.share.assignor.offload.enable",
+        "group.share.initialize.retry.interval.ms",
+    ),
     "internal topics": (
         "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
         "offsets.topic.compression.codec", "offsets.load.buffer.size", "offsets.retention.minutes",
