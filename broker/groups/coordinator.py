@@ -761,8 +761,10 @@ class GroupCoordinator:
                 expired = []
             records = [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
             # Not a group with an open transaction: its pending offsets would be left without a group.
+            # (A share group is not: it holds the share state of its partitions; DeleteGroups deletes it.)
             delete_group = (
-                group.is_empty
+                not isinstance(group, ShareGroup)
+                and group.is_empty
                 and len(expired) == len(self.offsets.partitions(group_id))
                 and not self.offsets.has_open_transactions(group_id)
             )

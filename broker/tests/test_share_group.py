@@ -526,3 +526,14 @@ def test_subscribed_topic_names_keep_kafkas_order():
     # As Kafka 4.4 describes them (a Java HashSet of the names asked for).
     assert java_set_order(["sd-one", "sd-later"]) == ("sd-later", "sd-one")
     assert java_set_order(["s3t", "nosuch2", "s3t"]) == ("s3t", "nosuch2")
+
+
+async def test_an_empty_share_group_does_not_expire(broker_factory):
+    running = await broker_factory(**FEW_OFFSETS_PARTITIONS, **{"offsets.retention.minutes": "1",
+                                                                "offsets.retention.check.interval.ms": "50"})
+    client = await running.client()
+    await heartbeat(client, "sg-kept", "m", 0, ["t"])
+    assert (await heartbeat(client, "sg-kept", "m", -1)).error_code == 0
+    await trio.sleep(0.3)  # several expiry checks, as Kafka 4.4 keeps an empty share group
+    listed = await client.request(ListGroupsRequest(types_filter=["share"]), 5)
+    assert [(g.group_id, g.group_state) for g in listed.groups] == [("sg-kept", "Empty")]
