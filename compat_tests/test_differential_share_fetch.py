@@ -26,7 +26,7 @@ from trafka.wire.messages import (
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
-SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 2}
+SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 6}
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 #: What a ShareFetch that only renews locks must say.
 RENEWING = dict(is_renew_ack=True, max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0)
@@ -133,7 +133,7 @@ def test_acquire_acknowledge_and_redeliver(brokers):
             script.acknowledge("member-a", 4, [(3, 3, [ACCEPT])]),  # not acquired by it
             script.acknowledge("member-a", 5, [(12, 14, [ACCEPT])]),  # past the end
             script.fetch("member-b", 4, acks=[]),
-            script.fetch("member-a", 6, acks=[(1, 1, [RELEASE])]),  # past the delivery limit: archived
+            script.fetch("member-a", 6, acks=[(1, 1, [RELEASE])]),  # released again (its own fetch comes first)
             script.fetch("member-b", 5, acks=[(3, 4, [ACCEPT])]),
             script.acknowledge("member-b", 6, [(0, 1, [ACCEPT])]),  # below the start offset
             script.fetch("member-a", 7),
@@ -214,3 +214,21 @@ def test_version_2_record_limit_and_renew(brokers):
         ]
 
     assert_same(on_both(brokers, "sf-v2-topic", scenario))
+
+
+def test_records_near_the_delivery_limit_come_fewer_at_a_time(brokers):
+    """With a delivery limit of 6, a released batch comes back whole up to its third delivery, then half of it,
+    then a quarter, and a record on its last delivery alone; a fetch acquires before its own acknowledgements
+    free records (they are still being written)."""
+    def scenario(talk: Conversation):
+        join(talk, "sf-limit", "sf-limit-topic", "member-l")
+        script = Script(talk, "sf-limit", "sf-limit-topic")
+        seen = [script.fetch("member-l", 0)]
+        script.produce(6, 4)
+        seen.append(script.fetch("member-l", 1))
+        for epoch in range(2, 10):
+            ranges = seen[-1][2][0][3] if seen[-1][2] else []
+            seen.append(script.fetch("member-l", epoch, acks=[(first, last, [RELEASE]) for first, last, _ in ranges]))
+        return seen
+
+    assert_same(on_both(brokers, "sf-limit-topic", scenario))

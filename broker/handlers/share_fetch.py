@@ -98,7 +98,20 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         else:
             targets[key] = partition
 
-    # Acknowledgements first.
+    fetching = epoch != FINAL_EPOCH and not renewing and bool(targets)
+    if fetching:
+        max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
+        per_partition = max(max_bytes // len(targets), 1)
+        max_records = request.max_records if request.max_records > 0 else 500
+        batch_size = request.batch_size if request.batch_size > 0 else max_records
+        mode = request.share_acquire_mode if ctx.api_version >= 2 else 0
+        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+        # The records this request's acknowledgements release are still in transition as it first acquires, as
+        # on Kafka (they are written before they are free); a wait that follows can take them.
+        acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
+                                  per_partition, mode)
+
+    # The acknowledgements.
     for topic in request.topics:
         for wanted_partition in topic.partitions:
             if not wanted_partition.acknowledgement_batches:
@@ -120,13 +133,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         await manager.release_member(group_id, member_id, set(session.partitions))
         return _response(results, lock_ms)
 
-    if not renewing and targets:
-        max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
-        per_partition = max(max_bytes // len(targets), 1)
-        max_records = request.max_records if request.max_records > 0 else 500
-        batch_size = request.batch_size if request.batch_size > 0 else max_records
-        mode = request.share_acquire_mode if ctx.api_version >= 2 else 0
-        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    if fetching and not acquired:
         while True:
             acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
                                       per_partition, mode)

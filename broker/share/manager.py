@@ -310,17 +310,14 @@ class SharePartitionManager:
     def member_left(self, group_id: str, member_id: str) -> None:
         """The group coordinator's word that a member left: the records it holds are released (its share session
         stays until closed: a consumer leaving acknowledges what it read after its last heartbeat)."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self.release_member, group_id, member_id)
+        self._spawn(self.release_member, group_id, member_id)
 
     def connection_closed(self, connection_id: int) -> None:
         """The share sessions last used on a connection that closed end, and their members' records are released
         (a consumer that died lets its records go at once, not when their locks expire)."""
         for session in self.sessions.on_connection(connection_id):
             self.sessions.remove(session.group_id, session.member_id)
-            if self._nursery is not None:
-                self._nursery.start_soon(self.release_member, session.group_id, session.member_id,
-                                         set(session.partitions))
+            self._spawn(self.release_member, session.group_id, session.member_id, set(session.partitions))
 
     # -- waiting ------------------------------------------------------------------------------------
 
@@ -336,6 +333,15 @@ class SharePartitionManager:
     # -- lock expiry --------------------------------------------------------------------------------
 
     _nursery: trio.Nursery | None = None
+
+    def _spawn(self, fn, *args) -> None:
+        """Run ``fn(*args)`` with the manager's tasks; nothing once they have stopped (the broker is stopping: what
+        is persisted is what a restart finds)."""
+        if self._nursery is not None:
+            try:
+                self._nursery.start_soon(fn, *args)
+            except RuntimeError:  # closed, its task not yet told
+                pass
 
     def _schedule(self, deadline: float, key: tuple[str, uuid.UUID, int]) -> None:
         heapq.heappush(self._deadlines, (deadline, next(self._sequence), key))
@@ -365,7 +371,7 @@ class SharePartitionManager:
             for key in due:
                 entry = self._entries.get(key)
                 if entry is not None and entry.loaded.is_set() and entry.error is None:
-                    self._nursery.start_soon(self._expire, entry, now)  # (a slow write holds up no other)
+                    self._spawn(self._expire, entry, now)  # (a slow write holds up no other)
 
     async def _expire(self, entry: Entry, now: float) -> None:
         async with entry.lock:

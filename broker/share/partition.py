@@ -279,11 +279,17 @@ class SharePartition:
         remaining = max_records
         acquired: list[AcquiredRange] = []
         # In-flight records first.
+        throttle_from = self.throttle_delivery_count()
+        stopped = False
         for batch in self._overlapping(first, min(last, self.end_offset - 1)):
             if remaining <= 0:
                 break
-            whole = not batch.split and first <= batch.first_offset and batch.last_offset <= last and (
-                mode == BATCH_OPTIMIZED or batch.last_offset - batch.first_offset + 1 <= remaining)
+            throttled = self._throttled(batch, first, last, throttle_from)
+            if throttled and acquired:  # records near their delivery limit come in a fetch of their own
+                stopped = True
+                break
+            whole = not batch.split and not throttled and first <= batch.first_offset and batch.last_offset <= last \
+                and (mode == BATCH_OPTIMIZED or batch.last_offset - batch.first_offset + 1 <= remaining)
             if whole:
                 head = batch.offsets[0]
                 if head.state != _S.AVAILABLE:
@@ -293,20 +299,14 @@ class SharePartition:
                 acquired.append(AcquiredRange(batch.first_offset, batch.last_offset, head.delivery_count))
                 remaining -= batch.last_offset - batch.first_offset + 1
                 continue
-            run: AcquiredRange | None = None  # consecutive offsets of the batch with one delivery count
-            for index, offset_state in enumerate(batch.offsets):
-                offset = batch.first_offset + index
-                if offset < first or offset > last or remaining <= 0 or offset_state.state != _S.AVAILABLE:
-                    continue
-                batch.split = True
-                self._apply(offset_state, Event.ACQUIRE, member_id, deadline)
-                count = offset_state.delivery_count
-                if run is not None and run.last_offset == offset - 1 and run.delivery_count == count:
-                    run = acquired[-1] = AcquiredRange(run.first_offset, offset, run.delivery_count)
-                else:
-                    run = AcquiredRange(offset, offset, offset_state.delivery_count)
-                    acquired.append(run)
-                remaining -= 1
+            count = self._acquire_offsets(batch, member_id, first, last, deadline, acquired, throttle_from,
+                                          remaining if mode == RECORD_LIMIT else None)
+            remaining -= count
+            if throttled and count:
+                stopped = True
+                break
+        if stopped:
+            return acquired
         # Then records never delivered, past the end offset.
         new_first = max(first, self.end_offset)
         room = self.max_in_flight_records - self.in_flight_records
@@ -325,6 +325,56 @@ class SharePartition:
         if aborted:
             acquired = self._archive_aborted(acquired, log_batches, aborted)
         return acquired
+
+    def throttle_delivery_count(self) -> int:
+        """The delivery count from which records are delivered in ever smaller numbers (half the limit, at least 2):
+        a record that fails its consumer every time then takes fewer others with it to the archive."""
+        return max(2, -(-self.delivery_count_limit // 2))
+
+    def _throttled(self, batch: InFlightBatch, first: int, last: int, throttle_from: int) -> bool:
+        if not batch.split:
+            head = batch.offsets[0]
+            return head.state == _S.AVAILABLE and head.delivery_count >= throttle_from
+        counts = [s.delivery_count for index, s in enumerate(batch.offsets)
+                  if first <= batch.first_offset + index <= last]
+        return max(counts, default=0) >= throttle_from
+
+    def _acquire_offsets(self, batch: InFlightBatch, member_id: str, first: int, last: int, deadline: float,
+                         acquired: list[AcquiredRange], throttle_from: int, most: int | None) -> int:
+        """Acquire the available offsets of ``batch`` in first..last one by one (``most`` at most, the record-limit
+        mode): fewer once their delivery count reaches ``throttle_from`` (half the batch, a quarter, ...), and a
+        record on its last delivery alone. The records acquired, merged into runs in ``acquired``."""
+        limit_count = self.delivery_count_limit
+        count = 0
+        throttle = -1
+        run: AcquiredRange | None = None  # consecutive offsets of the batch with one delivery count
+        for index, offset_state in enumerate(batch.offsets):
+            offset = batch.first_offset + index
+            if offset < first or offset_state.state != _S.AVAILABLE:
+                continue
+            if offset > last:
+                break
+            delivered = offset_state.delivery_count
+            if limit_count > 2 and delivered == limit_count - 1 and count > 0:
+                break  # its last delivery: in a fetch of its own
+            if delivered >= throttle_from and throttle < 0:
+                throttle = max(1, len(batch.offsets) >> (delivered - throttle_from + 1))
+            batch.split = True
+            self._apply(offset_state, Event.ACQUIRE, member_id, deadline)
+            delivered = offset_state.delivery_count
+            if run is not None and run.last_offset == offset - 1 and run.delivery_count == delivered:
+                run = acquired[-1] = AcquiredRange(run.first_offset, offset, delivered)
+            else:
+                run = AcquiredRange(offset, offset, delivered)
+                acquired.append(run)
+            count += 1
+            if limit_count > 2 and delivered == limit_count:
+                break
+            if most is not None and count >= most:
+                break
+            if throttle > 0 and count >= throttle:
+                break
+        return count
 
     def _acquire_new(self, member_id: str, log_batches: Sequence[LogBatch], first: int, last: int,
                      batch_size: int, deadline: float, acquire_last: int) -> list[AcquiredRange]:

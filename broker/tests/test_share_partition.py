@@ -343,3 +343,34 @@ def test_load_drops_batches_below_the_start_offset_and_fills_gaps():
             reset_offset=0)
     assert sp.start_offset == 7
     assert states(sp) == {7: (S.AVAILABLE, 0), 8: (S.AVAILABLE, 0), 9: (S.AVAILABLE, 3)}
+
+
+# -- records near their delivery limit ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("limit,expected", [
+    # From half the limit (at least 2) delivered, a batch comes half at a time, then a quarter...; a record on its
+    # last delivery comes alone. Every record is released as soon as it comes.
+    (2, [[(0, 9, 1)], [(0, 9, 2)]]),
+    (3, [[(0, 9, 1)], [(0, 9, 2)], [(0, 0, 3)], [(1, 1, 3)], [(2, 2, 3)]]),
+    (6, [[(0, 9, 1)], [(0, 9, 2)], [(0, 9, 3)], [(0, 4, 4)], [(0, 1, 5)], [(0, 0, 6)], [(1, 1, 6)], [(2, 3, 5)],
+         [(2, 2, 6)], [(3, 3, 6)], [(4, 4, 5), (5, 5, 4)], [(4, 4, 6)]]),
+])
+def test_records_near_their_delivery_limit_come_fewer_at_a_time(limit, expected):
+    sp = new_partition(delivery_count_limit=limit)
+    got = []
+    for _ in expected:
+        ranges = sp.acquire("m", batches((0, 9)), max_records=500, batch_size=500, now=0)
+        got.append([(r.first_offset, r.last_offset, r.delivery_count) for r in ranges])
+        sp.acknowledge("m", [(r.first_offset, r.last_offset, [A.RELEASE]) for r in ranges], now=0)
+        sp.commit()
+    assert got == expected
+
+
+def test_a_throttled_batch_waits_for_a_fetch_of_its_own():
+    sp = new_partition(delivery_count_limit=4)
+    sp.acquire("m", batches((0, 3)), max_records=500, batch_size=500, now=0)
+    sp.acknowledge("m", [(0, 3, [A.RELEASE])], now=0)
+    sp.acquire("m", batches((0, 3)), max_records=500, batch_size=500, now=0)
+    sp.acknowledge("m", [(0, 3, [A.RELEASE])], now=0)  # delivered twice: throttled from now on
+    got = sp.acquire("m", batches((0, 3), (4, 7)), max_records=500, batch_size=500, now=0)
+    assert got == [AcquiredRange(0, 1, 3)]  # half the batch, and none of the new records with it
