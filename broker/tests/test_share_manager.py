@@ -226,3 +226,39 @@ async def test_a_closed_connection_ends_its_sessions_and_releases_their_records(
     assert trio.current_time() - started < LOCK_MS / 1000 * 0.8  # at once, not when the locks expire
     gone = await second.request(fetch_request("m1", 1, topic_id), VERSION)
     assert gone.error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+async def test_read_committed_groups_skip_aborted_transactions_and_wait_for_open_ones(running):
+    client = await running.client()
+    topic_id = await setup_topic(running, client, "t", [])
+    running.broker.share_manager()._group_configs = lambda group: {"share.isolation.level": "read_committed"}
+    partition = running.broker.topics.get("t").partitions[0]
+
+    def transactional(producer_id: int, count: int) -> None:
+        partition.append(bytearray(build_batch([SimpleRecord(key=None, value=b"t%d" % i) for i in range(count)],
+                                               producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                                               is_transactional=True)))
+
+    transactional(7, 3)  # 0-2, aborted by 3
+    partition.append_marker(7, 0, 0, committed=False)
+    transactional(8, 2)  # 4-5, committed by 6
+    partition.append_marker(8, 0, 0, committed=True)
+    await produce(client, "t", build_batch([SimpleRecord(key=None, value=b"plain")]))  # 7
+    transactional(9, 2)  # 8-9, open
+    got = await client.request(fetch_request("m", 0, topic_id), VERSION)
+    assert acquired(got) == [(3, 7, 1)]  # the aborted records archived, the open transaction's not yet readable
+    ack = await client.request(ack_request("m", 1, topic_id, [(3, 7, [ACCEPT])]), VERSION)
+    assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
+    entry = await running.broker.share_manager().entry("g", partition)
+    assert entry.share_partition.start_offset == 8
+    async with trio.open_nursery() as nursery:
+        results = []
+
+        async def poll():
+            results.append(await client.request(fetch_request("m", 2, topic_id, max_wait_ms=10_000), VERSION))
+
+        nursery.start_soon(poll)
+        await trio.sleep(0.3)
+        assert not results  # the open transaction holds it back
+        partition.append_marker(9, 0, 0, committed=True)
+    assert acquired(results[0]) == [(8, 10, 1)]
