@@ -430,3 +430,39 @@ def _classic_requests(client: WireClient) -> list:
     return [(joined.error_code, joined.member_id != ""), synced.error_code, beat.error_code,
             (left.error_code, [(r.member_id, r.error_code) for r in left.members]),
             (described.error_code, described.error_message)]
+
+
+# ------------------------------------------------------------------------------------------ sessions and size
+
+@pytest.fixture(scope="module")
+def small_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Kafka and trafka with 2-second share sessions and at most two members per share group."""
+    settings = {**SETTINGS, "group.share.min.session.timeout.ms": 1000, "group.share.session.timeout.ms": 2000,
+                "group.share.min.heartbeat.interval.ms": 500, "group.share.heartbeat.interval.ms": 500,
+                "group.share.max.size": 2}
+    with side_by_side(Path(tmp_path_factory.mktemp("share-sessions")), settings) as started:
+        yield started
+
+
+def test_silent_members_are_removed_and_the_group_size_is_limited(small_brokers):
+    def scenario(talk: Conversation):
+        a = talk.heartbeat("sd-small", "a", 0, ["sd-one"])
+        b = talk.heartbeat("sd-small", "b", 0, ["sd-one"])
+        seen = [a, b, talk.heartbeat("sd-small", "c", 0, ["sd-one"])]
+        # b keeps heartbeating, a says nothing: its session ends after 2 s.
+        deadline = time.monotonic() + 30
+        while True:
+            b = talk.heartbeat("sd-small", "b", b[3])
+            members = [m[0] for m in talk.describe("sd-small")[0][8]]
+            if members == ["b"]:
+                break
+            assert time.monotonic() < deadline, members
+            time.sleep(0.3)
+        seen.append(talk.heartbeat("sd-small", "a", a[3]))
+        # (The epochs depend on whether the share state was initialized before a's session ended.)
+        c = talk.heartbeat("sd-small", "c", 0, ["sd-one"])
+        (described,) = talk.describe("sd-small")
+        seen.append((c[:3], c[3] == described[4] == described[5], sorted(m[0] for m in described[8])))
+        return seen
+
+    assert_same(on_both(small_brokers, scenario))

@@ -349,6 +349,32 @@ def _typed(default: object, raw: object) -> object:
     return str(raw)
 
 
+def check_share_settings(props: Mapping[str, str]) -> None:
+    """The relations between the share group settings Kafka 4.4 checks when it starts; raises ConfigError."""
+    from trafka.broker.config import ConfigError
+
+    def value(name: str, default: int) -> int:
+        return int(props.get(name, default))
+
+    relations = [  # (name, relation, other name) with their defaults
+        (("group.share.max.heartbeat.interval.ms", 15_000), ">=", ("group.share.min.heartbeat.interval.ms", 5000)),
+        (("group.share.heartbeat.interval.ms", 5000), ">=", ("group.share.min.heartbeat.interval.ms", 5000)),
+        (("group.share.heartbeat.interval.ms", 5000), "<=", ("group.share.max.heartbeat.interval.ms", 15_000)),
+        (("group.share.max.session.timeout.ms", 60_000), ">=", ("group.share.min.session.timeout.ms", 45_000)),
+        (("group.share.session.timeout.ms", 45_000), ">=", ("group.share.min.session.timeout.ms", 45_000)),
+        (("group.share.session.timeout.ms", 45_000), "<=", ("group.share.max.session.timeout.ms", 60_000)),
+        (("group.share.heartbeat.interval.ms", 5000), "<", ("group.share.session.timeout.ms", 45_000)),
+        (("group.share.max.assignment.interval.ms", 15_000), ">=", ("group.share.min.assignment.interval.ms", 0)),
+        (("group.share.assignment.interval.ms", 1000), ">=", ("group.share.min.assignment.interval.ms", 0)),
+        (("group.share.assignment.interval.ms", 1000), "<=", ("group.share.max.assignment.interval.ms", 15_000)),
+    ]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    holds = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b}
+    for (name, default), relation, (other, other_default) in relations:
+        if not holds[relation](value(name, default), value(other, other_default)):
+            raise ConfigError(f"{name} must be {words[relation]} {other}")
+
+
 def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("share-session", group_id, member_id)
 
@@ -364,6 +390,7 @@ class ShareGroupProtocol:
         self.session_timeout_ms = int(props.get("group.share.session.timeout.ms", 45_000))
         self.heartbeat_interval_ms = int(props.get("group.share.heartbeat.interval.ms", 5000))
         self.max_size = int(props.get("group.share.max.size", 200))
+        check_share_settings(props)
         #: The share persister (the share coordinator of a key, here or on another broker); None: share state
         #: is recorded as initialized without one.
         self.persister: Callable[[], Any] | None = None

@@ -332,7 +332,9 @@ async def test_describe_list_and_delete(client):
 
 
 async def test_silent_members_are_removed(broker_factory):
-    running = await broker_factory(**FEW_OFFSETS_PARTITIONS, **{"group.share.session.timeout.ms": "300"})
+    running = await broker_factory(**FEW_OFFSETS_PARTITIONS, **{
+        "group.share.min.session.timeout.ms": "100", "group.share.session.timeout.ms": "300",
+        "group.share.min.heartbeat.interval.ms": "50", "group.share.heartbeat.interval.ms": "100"})
     client = await running.client()
     left: list[tuple[str, str]] = []
     running.broker.group_coordinator().on_share_member_left(lambda g, m: left.append((g, m)))
@@ -537,3 +539,24 @@ async def test_an_empty_share_group_does_not_expire(broker_factory):
     await trio.sleep(0.3)  # several expiry checks, as Kafka 4.4 keeps an empty share group
     listed = await client.request(ListGroupsRequest(types_filter=["share"]), 5)
     assert [(g.group_id, g.group_state) for g in listed.groups] == [("sg-kept", "Empty")]
+
+
+SETTINGS_REFUSED = [
+    ({"group.share.heartbeat.interval.ms": "50000", "group.share.max.heartbeat.interval.ms": "60000",
+      "group.share.session.timeout.ms": "45000"},
+     "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"),
+    ({"group.share.session.timeout.ms": "70000"},
+     "group.share.session.timeout.ms must be less than or equal to group.share.max.session.timeout.ms"),
+    ({"group.share.min.heartbeat.interval.ms": "6000"},
+     "group.share.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms"),
+]
+
+
+@pytest.mark.parametrize("settings, message", SETTINGS_REFUSED, ids=[m for _, m in SETTINGS_REFUSED])
+def test_share_settings_that_contradict_each_other_are_refused(settings, message):
+    from trafka.broker.config import ConfigError
+    from trafka.broker.groups.share import check_share_settings
+
+    with pytest.raises(ConfigError) as refused:
+        check_share_settings(settings)
+    assert str(refused.value) == message
