@@ -8,6 +8,7 @@ records sent."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,3 +233,62 @@ def test_records_near_the_delivery_limit_come_fewer_at_a_time(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-limit-topic", scenario))
+
+
+def set_group_configs(client, group: str, **configs: str) -> None:
+    from trafka.wire.messages import IncrementalAlterConfigsRequest as Inc
+
+    response = client.request(Inc(resources=[Inc.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        Inc.AlterableConfig(name=name.replace("_", "."), config_operation=0, value=value)
+        for name, value in configs.items()])]), 1)
+    assert [r.error_code for r in response.responses] == [0], response
+
+
+def test_group_configs_earliest_read_committed_and_the_delivery_limit(brokers):
+    """A group's own share.auto.offset.reset (earliest), share.isolation.level (read_committed, with the Java
+    client's transactions, one aborted, one left open) and share.delivery.count.limit."""
+    from compat_tests.clients import shared_java_driver
+
+    try:
+        java = shared_java_driver()
+    except Exception as exc:
+        pytest.skip(f"the Java driver cannot run here: {exc}")
+
+    def scenario(talk: Conversation, process):
+        set_group_configs(talk.client, "sf-configured", share_auto_offset_reset="earliest",
+                          share_isolation_level="read_committed", share_delivery_count_limit="3")
+        script = Script(talk, "sf-configured", "sf-txn")
+        script.produce(2)  # 0-1, before the group's first fetch: earliest delivers them
+
+        def send(name: str, values: list[bytes], end: str | None):
+            java.call("txn_open", bootstrap=process.bootstrap, name=name, transactional_id=f"{name}-{id(process)}")
+            java.call("txn_begin", bootstrap=process.bootstrap, name=name)
+            java.call("txn_send", bootstrap=process.bootstrap, name=name, topic="sf-txn",
+                      messages=[{"key": None, "value": base64.b64encode(v).decode(), "partition": 0} for v in values])
+            if end is not None:
+                java.call(f"txn_{end}", bootstrap=process.bootstrap, name=name)
+                java.call("txn_close", bootstrap=process.bootstrap, name=name)
+
+        send("aborting", [b"a1", b"a2", b"a3"], "abort")
+        send("committing", [b"c1", b"c2"], "commit")
+        script.produce(1)
+        send("open", [b"o1"], None)
+        join(talk, "sf-configured", "sf-txn", "member-t")
+        seen = [script.fetch("member-t", 0)]
+        seen.append(script.acknowledge("member-t", 1, [(r[0], r[1], [RELEASE]) for r in seen[-1][2][0][3]]))
+        seen.append(script.fetch("member-t", 2))
+        seen.append(script.acknowledge("member-t", 3, [(r[0], r[1], [RELEASE]) for r in seen[-1][2][0][3]]))
+        seen.append(script.fetch("member-t", 4))
+        java.call("txn_commit", bootstrap=process.bootstrap, name="open")
+        java.call("txn_close", bootstrap=process.bootstrap, name="open")
+        seen.append(script.fetch("member-t", 5))
+        return seen
+
+    observed = {}
+    for name, process in brokers.items():
+        talk, client = conversation(process, ("sf-txn", 1))
+        try:
+            observed[name] = scenario(talk, process)
+        finally:
+            client.close()
+    assert_same(observed)

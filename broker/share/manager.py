@@ -16,7 +16,8 @@ one whose connection closes (its share session ends with it).
 
 Settings (broker defaults; a group's own ``share.*`` configs win): ``group.share.record.lock.duration.ms``
 (30 s), ``group.share.delivery.count.limit`` (5), ``group.share.partition.max.record.locks`` (2000),
-``group.share.max.share.sessions`` (2000); per group only: ``share.auto.offset.reset`` (latest) and
+``group.share.max.share.sessions`` (2000); per group only: ``share.auto.offset.reset`` (latest, earliest or
+by_duration:<ISO 8601 duration>: where a share partition without a start offset starts when first fetched) and
 ``share.isolation.level`` (read_uncommitted).
 """
 from __future__ import annotations
@@ -25,7 +26,9 @@ import heapq
 import itertools
 import logging
 import math
+import re
 import struct
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -198,10 +201,16 @@ class SharePartitionManager:
         sp, partition = entry.share_partition, entry.partition
         state = await self._persister().read(sp.group_id, entry.topic_id, sp.partition, partition.leader_epoch)
         sp.leader_epoch = partition.leader_epoch
-        if settings.auto_offset_reset == "earliest":
+        latest = partition.last_stable_offset if settings.read_committed else partition.high_watermark
+        reset = latest
+        policy = settings.auto_offset_reset.strip().lower()
+        if policy == "earliest":
             reset = partition.log_start_offset
-        else:
-            reset = partition.last_stable_offset if settings.read_committed else partition.high_watermark
+        elif policy.startswith("by_duration:"):
+            duration_ms = iso_duration_ms(settings.auto_offset_reset.strip()[len("by_duration:"):])
+            if duration_ms is not None:
+                found = partition.log.offset_for_timestamp(time.time_ns() // 1_000_000 - duration_ms)
+                reset = latest if found is None else min(max(found[0], partition.log_start_offset), latest)
         sp.load(state, reset)
         if state.start_offset >= 0 and state.start_offset < partition.log_start_offset:
             sp.archive_before(partition.log_start_offset)
@@ -386,6 +395,22 @@ class SharePartitionManager:
                 log.warning("the expiry of locks of %s is not persisted: %s", sp, exc)
                 sp.commit()
         entry.wake()
+
+
+_ISO_DURATION = re.compile(r"^P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?"
+                           r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """An ISO 8601 duration as share.auto.offset.reset's by_duration gives it (PnDTnHnMn.nS), in ms; None if it
+    is not one."""
+    match = _ISO_DURATION.match(text.strip())
+    if match is None or text.strip().upper() in ("P", "PT"):
+        return None
+    parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
+    seconds = (parts.get("days", 0) * 86400 + parts.get("hours", 0) * 3600 + parts.get("minutes", 0) * 60
+               + parts.get("seconds", 0))
+    return int(seconds * 1000)
 
 
 def _batch_headers(records: FileSlice) -> list[tuple[int, int, LogBatch]]:
