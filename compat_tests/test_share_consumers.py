@@ -5,7 +5,8 @@ Several consumers of one group share a partition's records, each delivered once 
 comes back with a higher delivery count; a rejected one is archived; records whose lock expires (their consumer
 went quiet) go to another consumer, as do those of a consumer killed -9 (its connection closed); a record released
 past group.share.delivery.count.limit is archived; a broker restart keeps the group's progress; a share group and a
-consumer group read the same topic independently.
+consumer group read the same topic independently; a read_committed group (share.isolation.level) never delivers
+aborted transactions' records.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 LOCK_MS = 2000
 DELIVERY_LIMIT = 3
 SETTINGS = {"offsets.topic.num.partitions": 1, "group.share.heartbeat.interval.ms": 1000,
+            "group.share.min.heartbeat.interval.ms": 1000,
             "group.share.record.lock.duration.ms": LOCK_MS, "group.share.delivery.count.limit": DELIVERY_LIMIT}
 WAIT_S = 30
 
@@ -297,3 +299,39 @@ def test_a_broker_restart_keeps_the_groups_progress(share_broker):
         assert [(r.offset, r.delivery_count) for r in got] == [(4, 2), (5, 2)]
     finally:
         after.close()
+
+
+def test_a_read_committed_group_skips_aborted_transactions(share_broker):
+    from compat_tests.test_differential_share_fetch import set_group_configs
+
+    topic = new_topic(share_broker, "share-txn")
+    with WireClient(share_broker.bootstrap) as client:
+        set_group_configs(client, "g-txn", share_isolation_level="read_committed",
+                          share_auto_offset_reset="earliest")
+    producer = confluent_kafka.Producer({"bootstrap.servers": share_broker.bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(10)
+    for values, commit in (([b"aborted-1", b"aborted-2"], False), ([b"committed-1", b"committed-2"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value=value)
+        producer.flush(10)
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    produce(share_broker, topic, [b"plain"])
+    consumers = [LibrdkafkaShare(share_broker, "g-txn", "rd-txn", topic), JavaShare(share_broker, "g-txn",
+                                                                                   "java-txn", topic)]
+    try:
+        seen: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 3:
+            assert time.monotonic() < deadline, seen
+            for consumer in consumers:
+                seen += [r[3] for r in consumer.poll(0.3)]
+        for consumer in consumers:
+            seen += [r[3] for r in consumer.poll(0.5)]
+        assert sorted(seen) == [b"committed-1", b"committed-2", b"plain"]
+    finally:
+        for consumer in consumers:
+            consumer.close()

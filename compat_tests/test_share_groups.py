@@ -19,7 +19,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
 
-SETTINGS = {"offsets.topic.num.partitions": 1, "group.share.heartbeat.interval.ms": 1000}
+SETTINGS = {"offsets.topic.num.partitions": 1, "group.share.heartbeat.interval.ms": 1000,
+            "group.share.min.heartbeat.interval.ms": 1000}
 WAIT_S = 30
 
 
