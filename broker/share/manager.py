@@ -96,6 +96,8 @@ class Entry:
     share_partition: SharePartition
     partition: Partition
     topic_id: uuid.UUID
+    #: The partition's leader epoch when the share partition was loaded.
+    leader_epoch: int
     lock: trio.Lock = field(default_factory=trio.Lock)
     loaded: trio.Event = field(default_factory=trio.Event)
     error: KafkaError | None = None
@@ -174,14 +176,16 @@ class SharePartitionManager:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {partition}")
         key = (group_id, partition.topic_id, partition.index)
         entry = self._entries.get(key)
-        if entry is None or entry.partition is not partition:
+        if entry is None or entry.partition is not partition or (
+                entry.loaded.is_set() and entry.leader_epoch != partition.leader_epoch):
+            # (a new leader epoch: this broker led the partition before, and its state may have moved on since)
             settings = self.group_settings(group_id)
             entry = self._entries[key] = Entry(
                 SharePartition(group_id, partition.topic, partition.index,
                                delivery_count_limit=settings.delivery_count_limit,
                                max_in_flight_records=settings.partition_max_record_locks,
                                lock_duration_ms=settings.record_lock_duration_ms),
-                partition, partition.topic_id)
+                partition, partition.topic_id, partition.leader_epoch)
             try:
                 await self._load(entry, settings)
             except KafkaError as exc:

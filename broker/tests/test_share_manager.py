@@ -262,3 +262,16 @@ async def test_read_committed_groups_skip_aborted_transactions_and_wait_for_open
         assert not results  # the open transaction holds it back
         partition.append_marker(9, 0, 0, committed=True)
     assert acquired(results[0]) == [(8, 10, 1)]
+
+
+async def test_a_new_leader_epoch_loads_the_share_partition_again(running):
+    client = await running.client()
+    topic_id = await setup_topic(running, client, "t", [2, 2])
+    assert acquired(await client.request(fetch_request("m", 0, topic_id, max_records=1), VERSION)) == [(0, 1, 1)]
+    ack = await client.request(ack_request("m", 1, topic_id, [(0, 1, [ACCEPT])]), VERSION)
+    assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
+    assert acquired(await client.request(fetch_request("m", 2, topic_id, max_records=1), VERSION)) == [(2, 3, 1)]
+    partition = running.broker.topics.get("t").partitions[0]
+    partition.leader_epoch += 1  # led again after another broker led it: what was acquired here is gone
+    got = await client.request(fetch_request("m", 3, topic_id), VERSION)
+    assert acquired(got) == [(2, 3, 1)]  # from the persisted state: 0-1 done with, 2-3 never acknowledged
