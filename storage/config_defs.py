@@ -820,7 +820,9 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
         "group.share.max.heartbeat.interval.ms", "group.share.max.size", "group.share.assignors",
         "group.share.assignment.interval.ms", "group.share.assignor.offload.enable",
-        "group.share.initialize.retry.interval.ms",
+        "group.share.initialize.retry.interval.ms", "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+        "group.share.delivery.count.limit", "group.share.partition.max.record.locks", "group.share.max.share.sessions",
     ),
     "internal topics": (
         "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
