@@ -391,8 +391,8 @@ class ShareGroupProtocol:
         self.heartbeat_interval_ms = int(props.get("group.share.heartbeat.interval.ms", 5000))
         self.max_size = int(props.get("group.share.max.size", 200))
         check_share_settings(props)
-        #: The share persister (the share coordinator of a key, here or on another broker); None: share state
-        #: is recorded as initialized without one.
+        #: The share persister (the share coordinator of a key, here or on another broker), attached by the first
+        #: request that needs it; until then share state waits to be initialized or deleted.
         self.persister: Callable[[], Any] | None = None
         #: The start offset a partition's share state is initialized with (None: -1, as Kafka initializes it:
         #: the share partition decides by share.auto.offset.reset when it first reads the state).
@@ -741,19 +741,20 @@ class ShareGroupProtocol:
         group = self.coordinator.groups.get(group_id)
         if not isinstance(group, ShareGroup) or not group.initializing:
             return
+        if self.persister is None:  # none attached yet (a group loaded at start-up): its next heartbeat brings it
+            return
         resolver = self.start_offset_resolver
         done: dict[uuid.UUID, set[int]] = {}
         for topic_id, topic in list(group.initializing.items()):
             for partition in sorted(topic.partitions):
                 start_offset = resolver(group_id, topic_id, partition) if resolver is not None else -1
-                if self.persister is not None:
-                    try:
-                        await _call(self.persister().initialize(
-                            group_id, topic_id, partition, group.group_epoch, start_offset))
-                    except KafkaError as exc:
-                        log.info("share group %s: the share state of %s-%d is not initialized yet: %s; tried "
-                                 "again at the next heartbeat", group_id, topic.name, partition, exc)
-                        continue
+                try:
+                    await _call(self.persister().initialize(
+                        group_id, topic_id, partition, group.group_epoch, start_offset))
+                except KafkaError as exc:
+                    log.info("share group %s: the share state of %s-%d is not initialized yet: %s; tried "
+                             "again at the next heartbeat", group_id, topic.name, partition, exc)
+                    continue
                 done.setdefault(topic_id, set()).add(partition)
         group = self.coordinator.groups.get(group_id)
         if not done or not isinstance(group, ShareGroup) or not self.coordinator.is_serving(group_id):
@@ -789,20 +790,19 @@ class ShareGroupProtocol:
     async def _delete_deleted_topics(self, group_id: str) -> None:
         """Delete the share state of topics deleted while the group used them, then record them gone."""
         group = self.coordinator.groups.get(group_id)
-        if not isinstance(group, ShareGroup) or not group.deleting:
+        if not isinstance(group, ShareGroup) or not group.deleting or self.persister is None:
             return
         done = []
         for topic_id in list(group.deleting):
             partitions = self._deleted_partitions.get((group_id, topic_id), set())
             try:
-                if self.persister is not None:
-                    persister = self.persister()
-                    for partition in sorted(partitions):
-                        try:
-                            await _call(persister.delete(group_id, topic_id, partition))
-                        except KafkaError as exc:
-                            if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                                raise
+                persister = self.persister()
+                for partition in sorted(partitions):
+                    try:
+                        await _call(persister.delete(group_id, topic_id, partition))
+                    except KafkaError as exc:
+                        if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise
             except KafkaError as exc:
                 log.info("share group %s: the share state of deleted topic %s is not deleted yet: %s",
                          group_id, group.deleting.get(topic_id), exc)
