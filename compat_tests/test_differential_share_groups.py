@@ -466,3 +466,33 @@ def test_silent_members_are_removed_and_the_group_size_is_limited(small_brokers)
         return seen
 
     assert_same(on_both(small_brokers, scenario))
+
+
+def test_describing_a_share_group_whose_members_use_topics_the_user_may_not_describe(authorizing_brokers):
+    from compat_tests import test_differential_authorization as authorization
+
+    observed = {}
+    for name, (process, sasl_port) in authorizing_brokers.items():
+        with WireClient(process.bootstrap) as admin:  # a super user: a member reading "secret" joins
+            talk = Conversation(admin, _topic_names(admin))
+            joined = talk.heartbeat("s-secret", "admin-member", 0, ["secret"])
+            talk.until_assigned("s-secret", "admin-member", joined[3])
+            response = admin.request(m_acl_request("s-secret"), 3)
+            assert {r.error_code for r in response.results} == {0}, response
+        with WireClient(f"127.0.0.1:{sasl_port}") as client:
+            authorization._login(client, "alice")
+            described = client.request(ShareGroupDescribeRequest(group_ids=["s-secret"],
+                                                                 include_authorized_operations=True), 1)
+            observed[name] = [(g.group_id, g.error_code, g.error_message, g.group_state, len(g.members))
+                              for g in described.groups]
+    assert_same(observed)
+
+
+def m_acl_request(group_id: str):
+    """alice may DESCRIBE group ``group_id``."""
+    from trafka.broker.security.authorizer import AclOperation, AclPermissionType, AclResourceType, PatternType
+    from trafka.wire import messages as m
+
+    return m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+        resource_type=AclResourceType.GROUP, resource_name=group_id, resource_pattern_type=PatternType.LITERAL,
+        principal="User:alice", host="*", operation=AclOperation.DESCRIBE, permission_type=AclPermissionType.ALLOW)])

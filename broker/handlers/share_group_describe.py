@@ -3,7 +3,9 @@
 Describes share groups (KIP-932): state (Empty, Stable), group epoch, assignment epoch, the assignor
 (``simple``) and, per member, its epoch, rack, client, subscribed topic names and assignment, with topic
 names next to topic ids. Groups refused or invalid come first, as Kafka orders them: an empty group id is
-INVALID_GROUP_ID; with an authorizer a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED.
+INVALID_GROUP_ID; with an authorizer a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED, and
+a group whose members subscribe to or are assigned a topic the principal may not DESCRIBE is
+TOPIC_AUTHORIZATION_FAILED (without its description), as Kafka 4.4 answers.
 An unknown group is GROUP_ID_NOT_FOUND ("Group g not found."), as is a classic or consumer group ("Group g
 is not a share group."); NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE as
 for every group API. The authorized operations asked for come from the ACLs (every operation of a group
@@ -26,6 +28,7 @@ Described = ShareGroupDescribeResponse.DescribedGroup
 Member = ShareGroupDescribeResponse.Member
 DescribedAssignment = ShareGroupDescribeResponse.Assignment
 TopicPartitions = ShareGroupDescribeResponse.TopicPartitions
+TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."
 #: Authorized operations not asked for.
 NOT_ASKED = -(2**31)
 
@@ -60,6 +63,13 @@ async def handle_share_group_describe(
             group = protocol.describe(group_id)
         except KafkaError as exc:
             groups.append(Described(group_id=group_id, error_code=exc.code, error_message=exc.message or None))
+            continue
+        used = {name for m in group.members.values() for name in m.subscribed_topic_names}
+        used.update(topic.name for m in group.members.values() for topic_id in m.assigned_partitions
+                    if (topic := topics.by_id(topic_id)) is not None)
+        if used and len(ctx.authorized_names(AclOperation.DESCRIBE, AclResourceType.TOPIC, used)) < len(used):
+            groups.append(Described(group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    error_message=TOPICS_REFUSED))
             continue
         groups.append(
             Described(
