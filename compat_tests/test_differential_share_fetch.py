@@ -106,6 +106,7 @@ def join(talk: Conversation, group: str, topic: str, *members: str) -> None:
     """The first member joins until its partition is assigned (its share state initialized), the others join."""
     first, *others = members
     answer = talk.heartbeat(group, first, 0, [topic])
+    assert answer[0] == 0, answer
     talk.until_assigned(group, first, answer[3])
     for member in others:
         talk.heartbeat(group, member, 0, [topic])
@@ -291,4 +292,87 @@ def test_group_configs_earliest_read_committed_and_the_delivery_limit(brokers):
             observed[name] = scenario(talk, process)
         finally:
             client.close()
+    assert_same(observed)
+
+
+@pytest.fixture(scope="module")
+def authorized_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Kafka and trafka with an authorizer, SASL users and ACLs (compat_tests/test_differential_authorization.py):
+    alice may READ the share group sf-alice and the topics beginning with ord but ordinal; bob nothing."""
+    from compat_tests import test_differential_authorization as authorization
+    from compat_tests.harness import BrokerProcess
+    from compat_tests.reference import KafkaBroker
+    from trafka.broker.security.authorizer import AclOperation
+    from trafka.wire import messages as m
+
+    root = Path(tmp_path_factory.mktemp("share-fetch-authorization"))
+    settings = {**authorization.SETTINGS, **SETTINGS}
+    kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
+    sasl_port = authorization._free_port()
+    (root / "trafka").mkdir()
+    trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
+        **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
+    try:
+        kafka.start()
+        trafka.start()
+        for process in (kafka, trafka):
+            authorization._prepare(process.bootstrap)
+            with WireClient(process.bootstrap) as admin:  # and alice may READ the share group sf-alice
+                acl = m.CreateAclsRequest.AclCreation(
+                    resource_type=authorization.G, resource_name="sf-alice", principal="User:alice", host="*",
+                    resource_pattern_type=authorization.LITERAL, operation=AclOperation.READ,
+                    permission_type=authorization.ALLOW)
+                response = admin.request(m.CreateAclsRequest(creations=[acl]), 3)
+                assert [r.error_code for r in response.results] == [0], response
+        yield {"kafka": (kafka, kafka.ports["SASL_PLAINTEXT"]), "trafka": (trafka, sasl_port)}
+    finally:
+        trafka.close()
+        kafka.close()
+
+
+@pytest.mark.parametrize("user", ["alice", "bob"])
+def test_authorization(authorized_brokers, user):
+    """READ on the group (GROUP_AUTHORIZATION_FAILED for the whole request) and on each topic
+    (TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka 4.4 checks them."""
+    from compat_tests import test_differential_authorization as authorization
+
+    observed = {}
+    for name, (process, sasl_port) in authorized_brokers.items():
+        with WireClient(process.bootstrap) as admin:  # a super user: the topic ids, the group joined
+            metadata = admin.request(MetadataRequest(topics=None), 12)
+            ids = {t.name: t.topic_id for t in metadata.topics}
+            talk = Conversation(admin, {str(t.topic_id): t.name for t in metadata.topics})
+            if user == "alice":
+                join(talk, "sf-alice", "orders", "member-alice")
+        with WireClient(f"127.0.0.1:{sasl_port}") as client:
+            authorization._login(client, user)
+
+            def share_fetch(group: str, epoch: int, acks=(), ids=ids):
+                response = client.request(ShareFetchRequest(
+                    group_id=group, member_id=f"member-{user}", share_session_epoch=epoch, max_wait_ms=300,
+                    min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500, forgotten_topics_data=[],
+                    topics=[ShareFetchRequest.FetchTopic(topic_id=ids[topic], partitions=[
+                        ShareFetchRequest.FetchPartition(partition_index=0, acknowledgement_batches=[
+                            ShareFetchRequest.AcknowledgementBatch(first_offset=f, last_offset=last,
+                                                                   acknowledge_types=[ACCEPT])
+                            for f, last in acks])])
+                            for topic in ("orders", "ordinal", "secret")]), 1)
+                return (response.error_code, response.error_message,
+                        sorted((p.partition_index, p.error_code, p.acknowledge_error_code,
+                                [(r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records])
+                               for t in response.responses for p in t.partitions))
+
+            def share_acknowledge(group: str, epoch: int, ids=ids):
+                response = client.request(ShareAcknowledgeRequest(
+                    group_id=group, member_id=f"member-{user}", share_session_epoch=epoch, topics=[
+                        ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=ids[topic], partitions=[
+                            ShareAcknowledgeRequest.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                                ShareAcknowledgeRequest.AcknowledgementBatch(first_offset=0, last_offset=0,
+                                                                             acknowledge_types=[ACCEPT])])])
+                        for topic in ("orders", "ordinal", "secret")]), 1)
+                return (response.error_code, response.error_message,
+                        sorted((p.partition_index, p.error_code) for t in response.responses for p in t.partitions))
+
+            observed[name] = [share_fetch("g-other", 0), share_fetch("sf-alice", 0), share_fetch("sf-alice", 1),
+                              share_acknowledge("sf-alice", 2), share_acknowledge("g-other", 1)]
     assert_same(observed)
