@@ -17,7 +17,7 @@ batches and offsets past the last one in flight (offsets below the share-partiti
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.handlers.share_fetch import _resolve, acknowledgement_batches
+from trafka.broker.handlers.share_fetch import _resolve, acknowledgement_batches, node_endpoints
 from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -75,5 +75,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
         responses.append(TopicResponse(topic_id=topic.topic_id, partitions=partitions))
     if epoch == FINAL_EPOCH:
         await manager.release_member(group_id, member_id, set(session.partitions))
+    leaders = (p.current_leader.leader_id for t in responses for p in t.partitions
+               if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-                                    acquisition_lock_timeout_ms=lock_ms, responses=responses, node_endpoints=[])
+                                    acquisition_lock_timeout_ms=lock_ms, responses=responses,
+                                    node_endpoints=node_endpoints(ctx, leaders, ShareAcknowledgeResponse.NodeEndpoint))

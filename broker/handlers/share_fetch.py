@@ -155,7 +155,11 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if epoch == INITIAL_EPOCH:
         for key in targets:
             results.setdefault(key, _partition(key[1]))
-    return _response(results, lock_ms)
+    response = _response(results, lock_ms)
+    response.node_endpoints = node_endpoints(ctx, (p.current_leader.leader_id for t in response.responses
+                                                   for p in t.partitions
+                                                   if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    return response
 
 
 async def _acquire(manager, group_id, member_id, targets, results, max_records, batch_size, per_partition,
@@ -172,8 +176,7 @@ async def _acquire(manager, group_id, member_id, targets, results, max_records, 
             data.error_code = acquired.error
             data.error_message = acquired.message
             if acquired.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                data.current_leader = LeaderIdAndEpoch(leader_id=partition.leader_id,
-                                                       leader_epoch=partition.leader_epoch)
+                not_leader(data, partition)
             continue
         if acquired.ranges:
             data = results.setdefault(key, _partition(key[1]))
@@ -199,6 +202,16 @@ def acknowledgement_batches(batches, renew_allowed: bool) -> tuple[list[tuple[in
     return result, ErrorCode.NONE
 
 
+def node_endpoints(ctx: RequestContext, leader_ids, endpoint=ShareFetchResponse.NodeEndpoint) -> list:
+    """The addresses (on the request's listener) of the leaders named for partitions this broker does not lead."""
+    wanted = {leader for leader in leader_ids if leader >= 0}
+    if not wanted:
+        return []
+    live = ctx.broker.topics.live_brokers(ctx.listener)
+    return [endpoint(node_id=node_id, host=live[node_id][0], port=live[node_id][1], rack=live[node_id][2])
+            for node_id in sorted(wanted) if node_id in live]
+
+
 def _resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[Partition | None, ErrorCode | None]:
     topic = ctx.broker.topics.by_id(topic_id)
     if topic is None:
@@ -208,6 +221,11 @@ def _resolve(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[Part
     if not 0 <= index < len(topic.partitions):
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return topic.partitions[index], None
+
+
+def not_leader(data, partition: Partition, leader=LeaderIdAndEpoch) -> None:
+    """NOT_LEADER_OR_FOLLOWER's current leader, as this broker knows it."""
+    data.current_leader = leader(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
 
 
 def _partition(index: int, error: ErrorCode = ErrorCode.NONE) -> PartitionData:

@@ -275,3 +275,19 @@ async def test_a_new_leader_epoch_loads_the_share_partition_again(running):
     partition.leader_epoch += 1  # led again after another broker led it: what was acquired here is gone
     got = await client.request(fetch_request("m", 3, topic_id), VERSION)
     assert acquired(got) == [(2, 3, 1)]  # from the persisted state: 0-1 done with, 2-3 never acknowledged
+
+
+async def test_a_partition_led_elsewhere_is_not_leader_or_follower_with_its_leader(running):
+    client = await running.client()
+    topic_id = await setup_topic(running, client, "t", [1])
+    partition = running.broker.topics.get("t").partitions[0]
+    partition.leader_id, partition.leader_epoch = 7, 3  # (as a cluster's broker sees a partition another leads)
+    got = await client.request(fetch_request("m", 0, topic_id), VERSION)
+    data = got.responses[0].partitions[0]
+    assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (7, 3)
+    acked = await client.request(ack_request("m", 1, topic_id, [(0, 0, [ACCEPT])]), VERSION)
+    data = acked.responses[0].partitions[0]
+    assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (7, 3)
+    assert acked.node_endpoints == []  # broker 7 is not among the live brokers
