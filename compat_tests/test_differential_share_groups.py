@@ -496,3 +496,58 @@ def m_acl_request(group_id: str):
     return m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
         resource_type=AclResourceType.GROUP, resource_name=group_id, resource_pattern_type=PatternType.LITERAL,
         principal="User:alice", host="*", operation=AclOperation.DESCRIBE, permission_type=AclPermissionType.ALLOW)])
+
+
+@pytest.mark.parametrize("topic, partitions, members", [("sd-six", 6, 4), ("sd-pair", 2, 5)])
+def test_the_simple_assignor_makes_kafkas_choices(brokers, topic, partitions, members):
+    """Which member gets which partitions depends on the topic id (Kafka's choices follow Java's hash orders),
+    which differs between the brokers: on each, the assignments members get are the ones trafka's assignor
+    computes for that topic id, step by step as members join and one leaves."""
+    import uuid as uuid_module
+
+    from trafka.broker.groups.share import simple_assign
+
+    group = f"{topic}-choices"
+
+    def scenario(talk: Conversation):
+        create(talk.client, topic, partitions)
+        talk.topics.update(_topic_names(talk.client))
+        tid = uuid_module.UUID(next(i for i, name in talk.topics.items() if name == topic))
+        everything = frozenset(range(partitions))
+        epochs: dict[str, int] = {}
+        current: dict[str, list[int]] = {}
+        predicted: dict[str, frozenset[int]] = {}
+        checks = []
+
+        def heartbeat_all() -> None:
+            for member_id in sorted(epochs):
+                answer = talk.heartbeat(group, member_id, epochs[member_id])
+                epochs[member_id] = answer[3]
+                if answer[5] is not None:
+                    current[member_id] = answer[5].get(topic, [])
+
+        def predict() -> None:
+            target = simple_assign({m: frozenset({tid}) for m in epochs}, {tid: everything},
+                                   {m: {tid: ps} for m, ps in predicted.items() if m in epochs and ps})
+            predicted.clear()
+            predicted.update({m: a.get(tid, frozenset()) for m, a in target.items()})
+            checks.append(current == {m: sorted(ps) for m, ps in predicted.items()})
+
+        first = talk.heartbeat(group, "m-0", 0, [topic])
+        answer = talk.until_assigned(group, "m-0", first[3])
+        epochs["m-0"], current["m-0"] = answer[3], answer[5][topic]
+        predict()
+        for i in range(1, members):
+            joined = talk.heartbeat(group, f"m-{i}", 0, [topic])
+            epochs[f"m-{i}"], current[f"m-{i}"] = joined[3], joined[5].get(topic, [])
+            heartbeat_all()
+            predict()
+        talk.heartbeat(group, "m-1", -1)
+        del epochs["m-1"], current["m-1"]
+        heartbeat_all()
+        predict()
+        return checks, sorted(len(ps) for ps in current.values())
+
+    observed = on_both(brokers, scenario)
+    assert all(observed["kafka"][0]) and all(observed["trafka"][0]), observed
+    assert_same(observed)

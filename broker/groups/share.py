@@ -246,27 +246,33 @@ def simple_assign(
 ) -> dict[str, Assignment]:
     """The target assignment of a share group, by the rules of Kafka's simple assignor.
 
-    Members that all subscribe to the same topics share the partitions of all of them together; otherwise
-    each topic is shared among its subscribers. With P partitions among M members, each partition goes to
-    ``ceil(M / P)`` members (one when there are enough partitions), and the members take as even a number of
-    the resulting assignments as possible (at most one apart: with more members than partitions, some take
-    two partitions). Members keep what they had where the balance allows, so that a join or a leave moves as
-    little as possible."""
-    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    With P partitions among M members, each partition goes to ``ceil(M / P)`` members (one when there are
+    enough partitions), and the members take as even a number of the resulting assignments as possible (at
+    most one apart: with more members than partitions, some take two partitions). Members keep what they had
+    where the balance allows, so that a join or a leave moves as little as possible.
+
+    Members that all subscribe to the same topics share the partitions of all of them together, and the
+    choices are made in the order Kafka 4.4 makes them (:class:`_HomogeneousShares`: which partitions a member
+    keeps and which it gives up, which member takes a partition that is free), so that the same group gets the
+    same assignment. With different subscriptions, each topic is shared among its subscribers."""
     subscribed = {tid for topics in subscriptions.values() for tid in topics}
     if len(set(subscriptions.values())) <= 1:
-        groups = [(sorted(subscriptions), sorted(tid for tid in assignable if tid in subscribed))]
-    else:
-        groups = [(sorted(m for m, topics in subscriptions.items() if tid in topics), [tid])
-                  for tid in sorted(assignable) if tid in subscribed]
-    for members, topic_ids in groups:
-        partitions = [(tid, p) for tid in sorted(topic_ids, key=str) for p in sorted(assignable[tid])]
+        topic_ids = [tid for tid in assignable if tid in subscribed and assignable[tid]]
+        if not subscriptions or not topic_ids:
+            return {m: {} for m in subscriptions}
+        return _HomogeneousShares(list(subscriptions), topic_ids, assignable, previous).build()
+    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    for tid in sorted(assignable):
+        if tid not in subscribed:
+            continue
+        members = sorted(m for m, topics in subscriptions.items() if tid in topics)
+        partitions = [(tid, p) for p in sorted(assignable[tid])]
         if not members or not partitions:
             continue
-        held = {m: {(tid, p) for tid, ps in previous.get(m, {}).items() for p in ps} for m in members}
+        held = {m: {(tid, p) for p in previous.get(m, {}).get(tid, ())} for m in members}
         for member_id, chosen in _share_out(members, partitions, held).items():
-            for tid, p in chosen:
-                result[member_id].setdefault(tid, set()).add(p)
+            for topic_id, p in chosen:
+                result[member_id].setdefault(topic_id, set()).add(p)
     return {m: {tid: frozenset(ps) for tid, ps in a.items()} for m, a in result.items()}
 
 
@@ -293,6 +299,222 @@ def _share_out(
             chosen[taker].append(tp)
             holders[tp] += 1
     return chosen
+
+
+# -- Kafka's choices follow the iteration order of Java's hash maps and sets: emulated here ---------------
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _uuid_hash(topic_id: uuid.UUID) -> int:
+    """Kafka's Uuid.hashCode: the two 64-bit halves xored, folded to 32 bits."""
+    bits = (topic_id.int >> 64) ^ (topic_id.int & 0xFFFFFFFFFFFFFFFF)
+    return _int32((bits >> 32) ^ bits)
+
+
+def _partition_hash(tp: tuple[uuid.UUID, int]) -> int:
+    """The hash of a (topic id, partition) record: 31 * the topic id's hash + the partition."""
+    return _int32(31 * _uuid_hash(tp[0]) + tp[1])
+
+
+class _JavaHashMap:
+    """The iteration order of a java.util.HashMap (or HashSet) of the given initial capacity: buckets by the
+    spread hash, entries of a bucket in insertion order, split in order when the table doubles."""
+
+    def __init__(self, hash_of: Callable[[Any], int], capacity: int = 16) -> None:
+        size = 1
+        while size < capacity:
+            size <<= 1
+        self._hash_of = hash_of
+        self._buckets: list[list[Any]] = [[] for _ in range(size)]
+        self._values: dict[Any, Any] = {}
+
+    def _index(self, key: Any, size: int) -> int:
+        h = self._hash_of(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (size - 1)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def put(self, key: Any, value: Any = None) -> None:
+        if key not in self._values:
+            self._buckets[self._index(key, len(self._buckets))].append(key)
+            if len(self._values) + 1 > 0.75 * len(self._buckets):
+                size = 2 * len(self._buckets)
+                buckets: list[list[Any]] = [[] for _ in range(size)]
+                for bucket in self._buckets:
+                    for k in bucket:
+                        buckets[self._index(k, size)].append(k)
+                self._buckets = buckets
+        self._values[key] = value
+
+    def setdefault(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key not in self._values:
+            self.put(key, make())
+        return self._values[key]
+
+    def remove(self, key: Any) -> None:
+        if key in self._values:
+            del self._values[key]
+            self._buckets[self._index(key, len(self._buckets))].remove(key)
+
+    def keys(self) -> list[Any]:
+        return [k for bucket in self._buckets for k in bucket]
+
+
+def _new_hash_map_capacity(expected: int) -> int:
+    return int((expected + 1) / 0.75 + 1)
+
+
+class _HomogeneousShares:
+    """Kafka 4.4's simple assignment of members with the same subscription, choice for choice.
+
+    Members are numbered in the order of a Java hash map of their ids. Each member's desired count is its share
+    of ``ceil(M / P) * P`` assignments; each partition's desired sharing ``ceil(M / P)``. First every member
+    keeps all it had of the subscribed topics; members over their count give up partitions (in the order of
+    their partitions' hash set) until at their count; partitions shared by too many members lose members (in
+    member order); then the partitions that want more members are given, in partition hash order, to the
+    members still short, taken round and round in member order."""
+
+    def __init__(self, members: list[str], topic_ids: list[uuid.UUID], assignable: Mapping[uuid.UUID, frozenset[int]],
+                 previous: Mapping[str, Assignment]) -> None:
+        ids = _JavaHashMap(_java_string_hash)
+        for member_id in sorted(members):
+            ids.put(member_id)
+        self.member_ids: list[str] = ids.keys()
+        count_m = len(self.member_ids)
+        topics = _JavaHashMap(_uuid_hash)
+        for topic_id in sorted(topic_ids):
+            topics.put(topic_id)
+        self.targets = [(tid, p) for tid in topics.keys() for p in sorted(assignable[tid])]
+        count_p = len(self.targets)
+        self.sharing = (count_m + count_p - 1) // count_p
+        precise = self.sharing * count_p / count_m
+        self.desired = [math.ceil(precise * (i + 1)) - math.ceil(precise * i) for i in range(count_m)]
+        subscribed = set(topic_ids)
+        self.old = [{tid: sorted(ps) for tid, ps in previous.get(m, {}).items()} for m in self.member_ids]
+        self.new: dict[int, dict[uuid.UUID, set[int]]] = {}
+        self.by_partition = _JavaHashMap(_partition_hash, _new_hash_map_capacity(count_p))
+        self.by_member: dict[int, _JavaHashMap] = {}
+        self.unfilled: set[int] = set()
+        self.overfilled: set[int] = set()
+        self.subscribed = subscribed
+
+    def _copy(self, index: int) -> dict[uuid.UUID, set[int]]:
+        if index not in self.new:
+            self.new[index] = {tid: set(ps) for tid, ps in self.old[index].items()}
+        return self.new[index]
+
+    def build(self) -> dict[str, Assignment]:
+        self._keep()
+        self._give_up_surplus()
+        self._unshare()
+        for tp in self.targets:
+            self.by_partition.setdefault(tp, lambda: _JavaHashMap(lambda i: i))
+        self._fill()
+        result: dict[str, Assignment] = {}
+        for index, member_id in enumerate(self.member_ids):
+            source = self.new.get(index)
+            chosen = source if source is not None else {tid: set(ps) for tid, ps in self.old[index].items()}
+            result[member_id] = {tid: frozenset(ps) for tid, ps in chosen.items() if ps}
+        return result
+
+    def _keep(self) -> None:
+        for index, assignment in enumerate(self.old):
+            count = 0
+            for topic_id, partitions in _in_map_order(assignment):
+                if topic_id in self.subscribed:
+                    for partition in partitions:
+                        tp = (topic_id, partition)
+                        count += 1
+                        self.by_partition.setdefault(tp, lambda: _JavaHashMap(lambda i: i)).put(index)
+                        self.by_member.setdefault(index, _JavaHashMap(_partition_hash)).put(tp)
+                        if count >= self.desired[index]:
+                            self._copy(index)
+                else:
+                    self._copy(index).pop(topic_id, None)
+            if count < self.desired[index]:
+                self.unfilled.add(index)
+            elif count > self.desired[index]:
+                self.overfilled.add(index)
+
+    def _give_up_surplus(self) -> None:
+        for index in sorted(self.overfilled):
+            held = self.by_member[index]
+            for tp in held.keys():
+                if len(held) <= self.desired[index]:
+                    break
+                self.new[index][tp[0]].discard(tp[1])
+                self.by_partition.get(tp).remove(index)
+                held.remove(tp)
+
+    def _unshare(self) -> None:
+        for tp in self.by_partition.keys():
+            holders = self.by_partition.get(tp)
+            for index in holders.keys():
+                if len(holders) <= self.sharing:
+                    break
+                partitions = self._copy(index).get(tp[0])
+                if partitions is not None and tp[1] in partitions:
+                    partitions.discard(tp[1])
+                    holders.remove(index)
+                    self.by_member[index].remove(tp)
+                    self.unfilled.add(index)
+
+    def _fill(self) -> None:
+        if not self.unfilled:
+            return
+        order = sorted(self.unfilled)
+        position = 0
+        assigned_this_round = False
+        for tp in self.by_partition.keys():
+            holders = self.by_partition.get(tp)
+            wanted = self.sharing - len(holders)
+            while wanted > 0:
+                if position >= len(order):
+                    if not assigned_this_round:
+                        break
+                    order = sorted(self.unfilled)
+                    position = 0
+                    assigned_this_round = False
+                index = order[position]
+                position += 1
+                if index in holders:
+                    continue
+                self._copy(index).setdefault(tp[0], set()).add(tp[1])
+                held = self.by_member.setdefault(index, _JavaHashMap(_partition_hash))
+                held.put(tp)
+                wanted -= 1
+                assigned_this_round = True
+                if len(held) >= self.desired[index]:
+                    self.unfilled.discard(index)
+                    order.pop(position - 1)
+                    position -= 1
+            if not self.unfilled:
+                break
+
+
+def _in_map_order(assignment: Mapping[uuid.UUID, list[int]]) -> list[tuple[uuid.UUID, list[int]]]:
+    """A member's partitions as Kafka iterates them: topics in hash map order, partitions in hash set order."""
+    topics = _JavaHashMap(_uuid_hash)
+    for topic_id in assignment:
+        topics.put(topic_id)
+    ordered = []
+    for topic_id in topics.keys():
+        partitions = _JavaHashMap(lambda p: p, max(int(len(assignment[topic_id]) / 0.75) + 1, 16))
+        for partition in assignment[topic_id]:
+            partitions.put(partition)
+        ordered.append((topic_id, partitions.keys()))
+    return ordered
 
 
 # ================================================================================ the protocol
