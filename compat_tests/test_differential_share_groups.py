@@ -551,3 +551,62 @@ def test_the_simple_assignor_makes_kafkas_choices(brokers, topic, partitions, me
     observed = on_both(brokers, scenario)
     assert all(observed["kafka"][0]) and all(observed["trafka"][0]), observed
     assert_same(observed)
+
+
+def test_the_simple_assignor_makes_kafkas_choices_for_different_subscriptions(brokers):
+    """Members subscribing to different topics: each topic is shared among its subscribers, as on Kafka 4.4
+    (checked on each broker against the assignor's prediction for its topic ids)."""
+    import uuid as uuid_module
+
+    from trafka.broker.groups.share import simple_assign
+
+    group, plan = "sd-mixed-choices", [("x-0", ["sd-mix-a"]), ("x-1", ["sd-mix-a", "sd-mix-b"]),
+                                       ("x-2", ["sd-mix-b"]), ("x-3", ["sd-mix-a", "sd-mix-b"])]
+
+    def scenario(talk: Conversation):
+        create(talk.client, "sd-mix-a", 5)
+        create(talk.client, "sd-mix-b", 3)
+        talk.topics.update(_topic_names(talk.client))
+        ids = {name: uuid_module.UUID(i) for i, name in talk.topics.items() if name in ("sd-mix-a", "sd-mix-b")}
+        everything = {ids["sd-mix-a"]: frozenset(range(5)), ids["sd-mix-b"]: frozenset(range(3))}
+        subscriptions: dict[str, list[str]] = {}
+        epochs: dict[str, int] = {}
+        current: dict[str, dict[str, list[int]]] = {}
+        predicted: dict[str, dict] = {}
+        checks = []
+
+        def heartbeat_all() -> None:
+            for member_id in sorted(epochs):
+                answer = talk.heartbeat(group, member_id, epochs[member_id])
+                epochs[member_id] = answer[3]
+                if answer[5] is not None:
+                    current[member_id] = answer[5]
+
+        def predict() -> None:
+            target = simple_assign({m: frozenset(ids[t] for t in topics) for m, topics in subscriptions.items()},
+                                   everything, {m: a for m, a in predicted.items() if m in subscriptions})
+            predicted.clear()
+            predicted.update(target)
+            names = {v: k for k, v in ids.items()}
+            expected = {m: {names[t]: sorted(ps) for t, ps in a.items()} for m, a in target.items()}
+            checks.append(current == expected)
+
+        for member_id, topics in plan:
+            subscriptions[member_id] = topics
+            joined = talk.heartbeat(group, member_id, 0, topics)
+            epochs[member_id], current[member_id] = joined[3], joined[5]
+            if len(epochs) == 1:
+                answer = talk.until_assigned(group, member_id, joined[3])
+                epochs[member_id], current[member_id] = answer[3], answer[5]
+                # (until the other topic is initialized too, for later members)
+            heartbeat_all()
+            deadline = time.monotonic() + 30
+            while len({ids[t] for topics in subscriptions.values() for t in topics}) > len(
+                    {tid for a in current.values() for tid in (a or {})}) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                heartbeat_all()
+            predict()
+        return checks
+
+    observed = on_both(brokers, scenario)
+    assert all(observed["kafka"]) and all(observed["trafka"]), observed

@@ -261,44 +261,116 @@ def simple_assign(
         if not subscriptions or not topic_ids:
             return {m: {} for m in subscriptions}
         return _HomogeneousShares(list(subscriptions), topic_ids, assignable, previous).build()
-    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
-    for tid in sorted(assignable):
-        if tid not in subscribed:
-            continue
-        members = sorted(m for m, topics in subscriptions.items() if tid in topics)
-        partitions = [(tid, p) for p in sorted(assignable[tid])]
-        if not members or not partitions:
-            continue
-        held = {m: {(tid, p) for p in previous.get(m, {}).get(tid, ())} for m in members}
-        for member_id, chosen in _share_out(members, partitions, held).items():
-            for topic_id, p in chosen:
-                result[member_id].setdefault(topic_id, set()).add(p)
-    return {m: {tid: frozenset(ps) for tid, ps in a.items()} for m, a in result.items()}
+    return _HeterogeneousShares(subscriptions, assignable, previous).build()
 
 
-def _share_out(
-    members: list[str], partitions: list[tuple[uuid.UUID, int]], held: Mapping[str, set[tuple[uuid.UUID, int]]]
-) -> dict[str, list[tuple[uuid.UUID, int]]]:
-    count_m, count_p = len(members), len(partitions)
-    sharing = -(-count_m // count_p)  # members per partition
-    total = sharing * count_p  # assignments to hand out
-    desired = {m: -(-total * (i + 1) // count_m) - -(-total * i // count_m) for i, m in enumerate(members)}
-    holders: dict[tuple[uuid.UUID, int], int] = {tp: 0 for tp in partitions}
-    chosen: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in members}
-    for m in members:  # what members keep
-        for tp in sorted(held[m], key=lambda tp: (str(tp[0]), tp[1])):
-            if tp in holders and holders[tp] < sharing and len(chosen[m]) < desired[m]:
-                chosen[m].append(tp)
-                holders[tp] += 1
-    for tp in partitions:  # what is left, to those with the most room that do not have it yet
-        while holders[tp] < sharing:
-            room = [m for m in members if len(chosen[m]) < desired[m] and tp not in chosen[m]]
-            if not room:
+class _HeterogeneousShares:
+    """Kafka 4.4's simple assignment of members with different subscriptions: each subscribed topic on its
+    own, among its subscribers, by the same steps as :class:`_HomogeneousShares` (a member keeps what it had of
+    the topic, the overfilled give up partitions, the overshared lose members, the free go round the members
+    still short), in the same Java iteration orders."""
+
+    def __init__(self, subscriptions: Mapping[str, frozenset[uuid.UUID]],
+                 assignable: Mapping[uuid.UUID, frozenset[int]], previous: Mapping[str, Assignment]) -> None:
+        ids = _JavaHashMap(_java_string_hash)
+        for member_id in sorted(subscriptions):
+            ids.put(member_id)
+        self.member_ids: list[str] = ids.keys()
+        self.subscriptions = subscriptions
+        self.assignable = assignable
+        self.old = [{tid: sorted(ps) for tid, ps in previous.get(m, {}).items()} for m in self.member_ids]
+        self.new: dict[int, dict[uuid.UUID, set[int]]] = {}
+
+    def _copy(self, index: int) -> dict[uuid.UUID, set[int]]:
+        if index not in self.new:
+            self.new[index] = {tid: set(ps) for tid, ps in self.old[index].items()}
+        return self.new[index]
+
+    def build(self) -> dict[str, Assignment]:
+        subscribed = {tid for topics in self.subscriptions.values() for tid in topics}
+        for topic_id in sorted(subscribed):
+            self._topic(topic_id)
+        result: dict[str, Assignment] = {}
+        for index, member_id in enumerate(self.member_ids):
+            source = self.new.get(index)
+            chosen = source if source is not None else {tid: set(ps) for tid, ps in self.old[index].items()}
+            result[member_id] = {tid: frozenset(ps) for tid, ps in chosen.items() if ps}
+        return result
+
+    def _topic(self, topic_id: uuid.UUID) -> None:
+        targets = sorted(self.assignable.get(topic_id, ()))
+        members = [i for i, m in enumerate(self.member_ids) if topic_id in self.subscriptions[m]]
+        count_p, count_m = len(targets), len(members)
+        sharing = (count_m + count_p - 1) // count_p if count_p else 0
+        desired = [0] * len(self.member_ids)
+        if count_m:
+            precise = sharing * count_p / count_m
+            for i, index in enumerate(members):
+                desired[index] = math.ceil(precise * (i + 1)) - math.ceil(precise * i)
+        by_partition = _JavaHashMap(lambda p: p, _new_hash_map_capacity(count_p))
+        by_member = _JavaHashMap(lambda i: i, _new_hash_map_capacity(count_m))
+        # Every member keeps what it had of the topic.
+        for index, assignment in enumerate(self.old):
+            if assignment and topic_id in assignment:
+                for partition in _in_map_order({topic_id: assignment[topic_id]})[0][1]:
+                    by_partition.setdefault(partition, lambda: _JavaHashMap(lambda i: i)).put(index)
+                    by_member.setdefault(index, lambda: _JavaHashMap(lambda p: p)).put(partition)
+        # Members over their count give up partitions.
+        for index in by_member.keys():
+            held = by_member.get(index)
+            for partition in held.keys():
+                if len(held) <= desired[index]:
+                    break
+                by_partition.get(partition).remove(index)
+                held.remove(partition)
+                self._copy(index)[topic_id].discard(partition)
+        # Partitions shared by too many lose members.
+        for partition in by_partition.keys():
+            holders = by_partition.get(partition)
+            for index in holders.keys():
+                if len(holders) <= sharing:
+                    break
+                partitions = self._copy(index).get(topic_id)
+                if partitions is not None and partition in partitions:
+                    partitions.discard(partition)
+                    holders.remove(index)
+                    by_member.get(index).remove(partition)
+        for partition in targets:
+            by_partition.setdefault(partition, lambda: _JavaHashMap(lambda i: i, _new_hash_map_capacity(count_m)))
+        # The free partitions go round the members still short.
+        unfilled = [index for index in members
+                    if (len(by_member.get(index)) if index in by_member else 0) < desired[index]]
+        unfilled_set = _JavaHashMap(lambda i: i, _new_hash_map_capacity(len(self.member_ids)))
+        for index in unfilled:
+            unfilled_set.put(index)
+        order = unfilled_set.keys()
+        position = 0
+        assigned_this_round = False
+        for partition in by_partition.keys():
+            holders = by_partition.get(partition)
+            wanted = sharing - len(holders)
+            while wanted > 0:
+                if position >= len(order):
+                    if not assigned_this_round:
+                        break
+                    order = unfilled_set.keys()
+                    position = 0
+                    assigned_this_round = False
+                index = order[position]
+                position += 1
+                if index in holders:
+                    continue
+                self._copy(index).setdefault(topic_id, set()).add(partition)
+                held = by_member.setdefault(index, lambda: _JavaHashMap(lambda p: p))
+                held.put(partition)
+                wanted -= 1
+                assigned_this_round = True
+                if len(held) >= desired[index]:
+                    unfilled_set.remove(index)
+                    order.pop(position - 1)
+                    position -= 1
+            if not len(unfilled_set):
                 break
-            taker = max(room, key=lambda m: (desired[m] - len(chosen[m]), -members.index(m)))
-            chosen[taker].append(tp)
-            holders[tp] += 1
-    return chosen
 
 
 # -- Kafka's choices follow the iteration order of Java's hash maps and sets: emulated here ---------------
