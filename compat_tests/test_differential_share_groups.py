@@ -610,3 +610,26 @@ def test_the_simple_assignor_makes_kafkas_choices_for_different_subscriptions(br
 
     observed = on_both(brokers, scenario)
     assert all(observed["kafka"]) and all(observed["trafka"]), observed
+
+
+@pytest.fixture(scope="module")
+def interval_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, BrokerProcess | KafkaBroker]]:
+    """Kafka and trafka computing a share group's target at most once a second (Kafka's default interval)."""
+    settings = {**SETTINGS, "group.share.assignment.interval.ms": 1000}
+    with side_by_side(Path(tmp_path_factory.mktemp("share-interval")), settings) as started:
+        yield started
+
+
+def test_members_joining_within_the_assignment_interval_wait_for_the_next_target(interval_brokers):
+    def scenario(talk: Conversation):
+        first = talk.heartbeat("sd-interval", "a", 0, ["sd-two"])
+        a = talk.until_assigned("sd-interval", "a", first[3])
+        b = talk.heartbeat("sd-interval", "b", 0, ["sd-two"])
+        (described,) = talk.describe("sd-interval")
+        seen = [a, b, described[4:6]]
+        time.sleep(1.2)
+        b = talk.heartbeat("sd-interval", "b", b[3])
+        seen.append(b[:5] + (len(b[5]["sd-two"]),))
+        return seen
+
+    assert_same(on_both(interval_brokers, scenario))

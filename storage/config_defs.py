@@ -729,8 +729,8 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             "Server-side assignor of share groups (Kafka's SimpleAssignor, by name or class name).",
             note="only the simple assignor"),
     _broker("group.share.assignment.interval.ms", _T.INT, 1000,
-            "Least time between two target assignments of a share group.", minimum=0,
-            note="accepted; the target assignment is computed at the heartbeat that needs it"),
+            "Least time between two target assignments of a share group (share.assignment.interval.ms): members "
+            "that join meanwhile get their partitions at a heartbeat after it.", minimum=0),
     _broker("group.share.assignor.offload.enable", _T.BOOLEAN, True,
             "Whether share group assignments are computed off the coordinator's thread.",
             note="accepted; the simple assignor runs at the heartbeat that needs it"),

@@ -13,8 +13,10 @@ with one request, ShareGroupHeartbeat:
   state was just initialized are not in the target assignment yet. A new group starts at epoch 1, so its
   first member joins at epoch 2.
 - When the group epoch is ahead of the **assignment epoch**, the simple assignor computes a new target
-  assignment over the partitions whose share state is initialized. There is no revocation: a member moves
-  to its target at once, its member epoch becoming the assignment epoch.
+  assignment over the partitions whose share state is initialized, at most once every
+  ``group.share.assignment.interval.ms`` (the group's ``share.assignment.interval.ms``): members that join
+  meanwhile wait at the current assignment epoch for a heartbeat after it. There is no revocation: a member
+  moves to its target at once, its member epoch becoming the assignment epoch.
 - **Share state**: the first time a subscribed partition appears, the group records that it initializes it
   (ShareGroupStatePartitionMetadata, InitializingTopics), initializes its state through the share
   persister (the share coordinator of its key) without a start offset (-1: the share partition takes the one
@@ -160,6 +162,8 @@ class ShareGroup:
         self.initializing: dict[uuid.UUID, TopicState] = {}
         self.initialized: dict[uuid.UUID, TopicState] = {}
         self.deleting: dict[uuid.UUID, str] = {}
+        #: When (ms) the target assignment was last computed here: the next waits share.assignment.interval.ms.
+        self.assigned_at_ms = 0
         self._state = ShareGroupState.EMPTY
 
     def __repr__(self) -> str:
@@ -684,6 +688,7 @@ class ShareGroupProtocol:
         self.session_timeout_ms = int(props.get("group.share.session.timeout.ms", 45_000))
         self.heartbeat_interval_ms = int(props.get("group.share.heartbeat.interval.ms", 5000))
         self.max_size = int(props.get("group.share.max.size", 200))
+        self.assignment_interval_ms = int(props.get("group.share.assignment.interval.ms", 1000))
         check_share_settings(props)
         #: The share persister (the share coordinator of a key, here or on another broker), attached by the first
         #: request that needs it; until then share state waits to be initialized or deleted.
@@ -840,9 +845,11 @@ class ShareGroupProtocol:
             group_epoch += 1
             records.append((ShareGroupMetadataKey(group_id), ShareGroupMetadataValue(group_epoch, metadata_hash)))
 
-        if group_epoch > group.assignment_epoch:
+        now = self.coordinator.now_ms()
+        if group_epoch > group.assignment_epoch and now - group.assigned_at_ms >= self.assignment_interval(group_id):
             target = self._assign(group, members, group_epoch, records)
             assignment_epoch = group_epoch
+            group.assigned_at_ms = now
         else:
             target = dict(group.target_assignment)
             assignment_epoch = group.assignment_epoch
@@ -996,6 +1003,10 @@ class ShareGroupProtocol:
                 raw = props.get(setting, default) if setting else default
             effective[name] = _typed(default, raw)
         return effective
+
+    def assignment_interval(self, group_id: str) -> int:
+        raw = self.group_configs.get(group_id, {}).get("share.assignment.interval.ms")
+        return int(raw) if raw is not None else self.assignment_interval_ms
 
     def session_timeout(self, group_id: str) -> int:
         raw = self.group_configs.get(group_id, {}).get("share.session.timeout.ms")

@@ -159,7 +159,8 @@ def test_keys_carry_kafkas_record_types():
 
 # ============================================================================ over the wire
 
-FEW_OFFSETS_PARTITIONS = {"offsets.topic.num.partitions": "3"}
+# A small __consumer_offsets; targets computed at the heartbeat that needs them (see the interval's own test).
+FEW_OFFSETS_PARTITIONS = {"offsets.topic.num.partitions": "3", "group.share.assignment.interval.ms": "0"}
 
 
 @pytest.fixture
@@ -574,3 +575,19 @@ def test_share_settings_that_contradict_each_other_are_refused(settings, message
     with pytest.raises(ConfigError) as refused:
         check_share_settings(settings)
     assert str(refused.value) == message
+
+
+async def test_members_joining_within_the_assignment_interval_wait_for_the_next_target(broker_factory):
+    running = await broker_factory(**{"offsets.topic.num.partitions": "3",
+                                      "group.share.assignment.interval.ms": "500"})
+    client = await running.client()
+    topic_id = await create_topic(client, "sg-interval", 2)
+    _, a = await joined_with_partitions(client, "sg-interval", "a", ["sg-interval"])
+    b = await heartbeat(client, "sg-interval", "b", 0, ["sg-interval"])
+    # As on Kafka 4.4: the group epoch moved, but the target is not computed again within the interval.
+    assert (b.error_code, b.member_epoch, partitions_of(b)) == (0, a.member_epoch, {})
+    described = (await client.request(ShareGroupDescribeRequest(group_ids=["sg-interval"]), 1)).groups[0]
+    assert (described.group_epoch, described.assignment_epoch) == (a.member_epoch + 1, a.member_epoch)
+    await trio.sleep(0.6)
+    b = await heartbeat(client, "sg-interval", "b", b.member_epoch)
+    assert (b.member_epoch, len(partitions_of(b)[topic_id])) == (a.member_epoch + 1, 1)
