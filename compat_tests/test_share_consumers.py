@@ -335,3 +335,92 @@ def test_a_read_committed_group_skips_aborted_transactions(share_broker):
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_share_consumers_on_a_cluster_keep_their_progress_when_a_leader_dies(zookeeper, tmp_path):
+    """Three brokers: the partitions' leaders keep their share partitions, their state written to the share
+    coordinators on whichever brokers lead the keys; a leader killed -9, the new leader loads the state: what was
+    accepted is not delivered again, what comes next is delivered once."""
+    from compat_tests.cluster import start_cluster, wait
+    from trafka.wire.messages import CreateTopicsRequest, FindCoordinatorRequest, MetadataRequest
+
+    cluster = start_cluster(zookeeper, tmp_path, {**SETTINGS, "auto.leader.rebalance.enable": "false",
+                                                  "share.coordinator.state.topic.num.partitions": 3})
+    consumers = []
+    try:
+        first = next(b for b in cluster.brokers if b.running)
+        bootstrap = ",".join(f"{b.host}:{b.port}" for b in cluster.brokers)
+        with WireClient(f"{first.host}:{first.port}") as client:
+            created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                name="share-cluster", num_partitions=3, replication_factor=3, assignments=[], configs=[])],
+                timeout_ms=30_000), 7)
+            assert created.topics[0].error_code == 0, created
+
+        def leaders() -> dict[int, int]:
+            live = next(b for b in cluster.brokers if b.running)
+            with WireClient(f"{live.host}:{live.port}") as client:
+                topic = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+                    name="share-cluster")], allow_auto_topic_creation=False), 12).topics[0]
+            return {p.partition_index: p.leader_id for p in topic.partitions}
+
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+
+        def produce_values(values):
+            for value in values:
+                producer.produce("share-cluster", value=value, partition=int(value.split(b"-")[1]) % 3)
+            assert producer.flush(30) == 0
+
+        class Clustered(LibrdkafkaShare):
+            def __init__(self, name):
+                self.name = name
+                self.consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "g-cluster",
+                                                               "client.id": name})
+                self.consumer.subscribe(["share-cluster"])
+
+        consumers = [Clustered("c1"), Clustered("c2")]
+
+        def assigned() -> bool:
+            for consumer in consumers:
+                assert not consumer.poll(0.2)
+            live = next(b for b in cluster.brokers if b.running)
+            with WireClient(f"{live.host}:{live.port}") as client:
+                found = client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["g-cluster"]),
+                                       4).coordinators[0]
+            coordinator = cluster.broker(found.node_id)
+            with WireClient(f"{coordinator.host}:{coordinator.port}") as client:
+                group = client.request(ShareGroupDescribeRequest(group_ids=["g-cluster"]), 1).groups[0]
+            partitions = {p for m in group.members for tp in m.assignment.topic_partitions for p in tp.partitions}
+            return len(group.members) == 2 and partitions == {0, 1, 2}
+
+        wait(assigned, "both consumers assigned")
+        deadline = time.monotonic() + 3  # their first fetches start each share partition at the end of its log
+        while time.monotonic() < deadline:
+            for consumer in consumers:
+                assert not consumer.poll(0.2)
+        produce_values([b"v-%d" % i for i in range(30)])
+        seen: list[bytes] = []
+
+        def consume_until(count: int) -> None:
+            deadline = time.monotonic() + 60
+            while len(seen) < count:
+                assert time.monotonic() < deadline, sorted(seen)
+                for consumer in consumers:
+                    seen.extend(r[3] for r in consumer.poll(0.3))
+            for consumer in consumers:  # acknowledged (implicitly) by this poll
+                seen.extend(r[3] for r in consumer.poll(0.5))
+
+        consume_until(30)
+        assert sorted(seen) == sorted(b"v-%d" % i for i in range(30))
+        victim = leaders()[0]
+        cluster.broker(victim).kill()
+        wait(lambda: all(leader not in (victim, -1) for leader in leaders().values()), "new leaders")
+        produce_values([b"v-%d" % i for i in range(30, 60)])
+        consume_until(60)
+        assert sorted(seen) == sorted(b"v-%d" % i for i in range(60)), "a record delivered twice or lost"
+    finally:
+        for consumer in consumers:
+            try:
+                consumer.close()
+            except Exception:
+                pass
+        cluster.close()
