@@ -376,3 +376,23 @@ def test_authorization(authorized_brokers, user):
             observed[name] = [share_fetch("g-other", 0), share_fetch("sf-alice", 0), share_fetch("sf-alice", 1),
                               share_acknowledge("sf-alice", 2), share_acknowledge("g-other", 1)]
     assert_same(observed)
+
+
+def test_the_in_flight_limit(brokers):
+    """share.partition.max.record.locks bounds the records in flight (acquired or awaiting redelivery) of a share
+    partition; what is done with makes room."""
+    def scenario(talk: Conversation):
+        set_group_configs(talk.client, "sf-locks", share_partition_max_record_locks="100",
+                          share_auto_offset_reset="earliest")
+        script = Script(talk, "sf-locks", "sf-locks-topic")
+        script.produce(30, 30, 30, 30, 30)  # 0-29, 30-59, ... 120-149
+        join(talk, "sf-locks", "sf-locks-topic", "member-x", "member-y")
+        seen = [script.fetch("member-x", 0), script.fetch("member-y", 0)]
+        seen.append(script.acknowledge("member-x", 1, [(0, 29, [ACCEPT]), (30, 59, [RELEASE])]))
+        seen.append(script.fetch("member-y", 1))
+        seen.append(script.acknowledge("member-x", 2, [(60, 89, [ACCEPT])]))
+        seen.append(script.fetch("member-y", 2))
+        seen.append(script.fetch("member-x", 3))
+        return seen
+
+    assert_same(on_both(brokers, "sf-locks-topic", scenario))

@@ -99,6 +99,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
             targets[key] = partition
 
     fetching = epoch != FINAL_EPOCH and not renewing and bool(targets)
+    skipped: set[tuple[uuid.UUID, int]] = set()
     if fetching:
         max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
         per_partition = max(max_bytes // len(targets), 1)
@@ -109,7 +110,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         # The records this request's acknowledgements release are still in transition as it first acquires, as
         # on Kafka (they are written before they are free); a wait that follows can take them.
         acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
-                                  per_partition, mode)
+                                  per_partition, mode, skipped)
 
     # The acknowledgements.
     for topic in request.topics:
@@ -136,7 +137,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if fetching and not acquired:
         while True:
             acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
-                                      per_partition, mode)
+                                      per_partition, mode, skipped)
             if acquired or trio.current_time() >= deadline:
                 break
             waiter = DataWaiter(1)
@@ -152,9 +153,10 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
                     partition.remove_waiter(waiter)
                 for entry in entries:
                     entry.waiters.discard(waiter.event)
-    if epoch == INITIAL_EPOCH:
+    if epoch == INITIAL_EPOCH:  # every partition, but those at their in-flight limit, as Kafka answers
         for key in targets:
-            results.setdefault(key, _partition(key[1]))
+            if key not in skipped:
+                results.setdefault(key, _partition(key[1]))
     response = _response(results, lock_ms)
     response.node_endpoints = node_endpoints(ctx, (p.current_leader.leader_id for t in response.responses
                                                    for p in t.partitions
@@ -163,14 +165,20 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
 
 
 async def _acquire(manager, group_id, member_id, targets, results, max_records, batch_size, per_partition,
-                   mode) -> int:
-    """One pass over the partitions; the records acquired."""
+                   mode, skipped: set | None = None) -> int:
+    """One pass over the partitions; the records acquired. ``skipped`` collects the partitions left out (at their
+    in-flight limit) and takes back those answered."""
     total = 0
     for key, partition in targets.items():
         if total >= max_records:
             break
         acquired = await manager.acquire(group_id, member_id, partition, max_records=max_records - total,
                                          batch_size=batch_size, max_bytes=per_partition, mode=mode)
+        if skipped is not None:
+            if acquired.skipped:
+                skipped.add(key)
+            else:
+                skipped.discard(key)
         if acquired.error != ErrorCode.NONE:
             data = results.setdefault(key, _partition(key[1]))
             data.error_code = acquired.error

@@ -117,6 +117,8 @@ class Acquired:
     ranges: list[AcquiredRange] = field(default_factory=list)
     error: ErrorCode = ErrorCode.NONE
     message: str | None = None
+    #: The share partition could not acquire anything (at its in-flight limit): the partition is not answered.
+    skipped: bool = False
 
 
 class SharePartitionManager:
@@ -255,8 +257,8 @@ class SharePartitionManager:
                         await self._persist(entry, Change())
                     except KafkaError:
                         pass
-            if not sp.can_acquire():
-                return Acquired()
+            if not sp.can_acquire():  # at its in-flight limit: left out of the answer
+                return Acquired(skipped=True)
             offset = sp.next_fetch_offset()
             try:
                 info = partition.read(offset, max_bytes, min_one_batch=True, read_committed=settings.read_committed)
@@ -269,7 +271,8 @@ class SharePartitionManager:
             aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in info.aborted_transactions or ()]
             now = trio.current_time()
             ranges = sp.acquire(member_id, log_batches, max_records=max_records, batch_size=batch_size, now=now,
-                                mode=mode, lock_duration_ms=settings.record_lock_duration_ms, aborted=aborted)
+                                mode=mode, lock_duration_ms=settings.record_lock_duration_ms, aborted=aborted,
+                                fetch_offset=offset)
             if not ranges:
                 return Acquired()
             self._schedule(now + settings.record_lock_duration_ms / 1000, (group_id, entry.topic_id, sp.partition))

@@ -263,7 +263,7 @@ class SharePartition:
 
     def acquire(self, member_id: str, log_batches: Sequence[LogBatch], *, max_records: int, batch_size: int,
                 now: float, mode: int = BATCH_OPTIMIZED, lock_duration_ms: int | None = None,
-                aborted: Iterable[tuple[int, int, int]] = ()) -> list[AcquiredRange]:
+                aborted: Iterable[tuple[int, int, int]] = (), fetch_offset: int | None = None) -> list[AcquiredRange]:
         """Acquire for ``member_id`` what ``log_batches`` (read from :meth:`next_fetch_offset`) hold: available
         in-flight records and records past the end offset, up to ``max_records`` (whole batches in the
         batch-optimized mode, exactly in the record-limit mode) and the in-flight limit. ``aborted``: the aborted
@@ -274,9 +274,17 @@ class SharePartition:
         deadline = now + (self.lock_duration_ms if lock_duration_ms is None else lock_duration_ms) / 1000
         first = max(log_batches[0].base_offset, self.start_offset)
         last = log_batches[-1].last_offset
+        # The in-flight limit is a budget for the whole acquisition; when it is spent, records in flight may still
+        # be acquired again, no new ones.
+        remaining = min(max_records, self.max_in_flight_records - self.in_flight_records)
+        if remaining <= 0:
+            fetch_offset = first if fetch_offset is None else fetch_offset
+            if fetch_offset >= self.end_offset:
+                return []
+            remaining = min(max_records, self.end_offset - fetch_offset)
+            last = min(last, self.end_offset - 1)
         if last < first:
             return []
-        remaining = max_records
         acquired: list[AcquiredRange] = []
         # In-flight records first.
         throttle_from = self.throttle_delivery_count()
@@ -309,8 +317,7 @@ class SharePartition:
             return acquired
         # Then records never delivered, past the end offset.
         new_first = max(first, self.end_offset)
-        room = self.max_in_flight_records - self.in_flight_records
-        limit = min(remaining, room)
+        limit = remaining
         if new_first <= last and limit > 0:
             new_last = batch_end = min(last, new_first + limit - 1)
             for log_batch in log_batches:  # the log batch holding the last record wanted comes in flight whole
