@@ -315,9 +315,9 @@ class SharePartitionManager:
                 if change:
                     try:
                         await self._persist(entry, change)
-                    except KafkaError as exc:  # kept in memory: the records are free to go to others
+                    except KafkaError as exc:  # (undone by the failed write) released in memory all the same:
                         log.warning("the release of %s's records of %s is not persisted: %s", member_id,
-                                    entry.share_partition, exc)
+                                    entry.share_partition, exc)  # the member is gone, others may take them
                         entry.share_partition.release_member(member_id)
                         entry.share_partition.commit()
             if change:

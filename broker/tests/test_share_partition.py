@@ -374,3 +374,28 @@ def test_a_throttled_batch_waits_for_a_fetch_of_its_own():
     sp.acknowledge("m", [(0, 3, [A.RELEASE])], now=0)  # delivered twice: throttled from now on
     got = sp.acquire("m", batches((0, 3), (4, 7)), max_records=500, batch_size=500, now=0)
     assert got == [AcquiredRange(0, 1, 3)]  # half the batch, and none of the new records with it
+
+
+def test_the_in_flight_budget_counts_redelivered_records():
+    sp = new_partition(max_in_flight_records=100)
+    log = batches((0, 29), (30, 59), (60, 89), (90, 119), (120, 149))
+    assert sp.acquire("x", log, max_records=500, batch_size=500, now=0) == [AcquiredRange(0, 119, 1)]
+    assert not sp.can_acquire()
+    sp.acknowledge("x", [(0, 29, [A.ACCEPT]), (30, 59, [A.RELEASE])], now=0)
+    sp.commit()
+    # 90 in flight: a budget of 10, spent by the released batch; no new records with it
+    assert sp.acquire("y", log[1:], max_records=500, batch_size=500, now=0) == [AcquiredRange(30, 59, 2)]
+
+
+
+def test_at_the_in_flight_limit_only_records_in_flight_are_acquired_again():
+    sp = new_partition(max_in_flight_records=100)
+    log = batches((0, 29), (30, 59), (60, 89), (90, 119), (120, 149))
+    assert sp.acquire("x", log, max_records=500, batch_size=500, now=0) == [AcquiredRange(0, 119, 1)]
+    sp.acknowledge("x", [(0, 29, [A.RELEASE]), (60, 89, [A.RELEASE])], now=0)
+    sp.commit()
+    assert sp.in_flight_records == 120 and sp.can_acquire()
+    # a split batch's available records come together, in runs; none of the new records 120-149
+    assert sp.acquire("y", log, max_records=500, batch_size=500, now=0, fetch_offset=0) == [
+        AcquiredRange(0, 29, 2), AcquiredRange(60, 89, 2)]
+    assert not sp.can_acquire()
