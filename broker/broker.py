@@ -311,7 +311,9 @@ class Broker:
             groups = self.group_coordinator()
             self._share_partitions = SharePartitionManager(
                 self.config.properties, self.share_persister,
-                group_configs=getattr(groups, "share_group_config", None))
+                group_configs=getattr(groups, "share_group_config", None),
+                group_members=lambda group_id: (lambda group: None if group is None else len(group.members))(
+                    groups.share_group(group_id)))
             register = getattr(groups, "on_share_member_left", None)
             if register is not None:
                 register(self._share_partitions.member_left)

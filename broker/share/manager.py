@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 #: producer id.
 _HEADER = struct.Struct(">qiibihiqqqhii")
 _HEADER_SIZE = _HEADER.size
+#: The persister's answers that say a share partition's state changed without this broker.
+_STALE = frozenset({ErrorCode.FENCED_STATE_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH})
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
@@ -123,10 +125,13 @@ class Acquired:
 
 class SharePartitionManager:
     def __init__(self, properties: Mapping[str, Any], persister: Callable[[], SharePersister],
-                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None,
+                 group_members: Callable[[str], int | None] | None = None) -> None:
         self.settings = ShareSettings.from_properties(properties)
         self._persister = persister
         self._group_configs = group_configs
+        #: How many members a share group coordinated here has (None: not coordinated here).
+        self._group_members = group_members
         self.sessions = ShareSessionCache(self.settings.max_share_sessions)
         self._entries: dict[tuple[str, uuid.UUID, int], Entry] = {}
         self._deadlines: list[tuple[float, int, tuple[str, uuid.UUID, int]]] = []
@@ -228,8 +233,10 @@ class SharePartitionManager:
         state = sp.persistent_state(start_offset=sp.start_offset_after())
         try:
             await self._persister().write(sp.group_id, entry.topic_id, sp.partition, state)
-        except KafkaError:
+        except KafkaError as exc:
             change.rollback()
+            if exc.code in _STALE:  # the state moved on without this broker (re-initialized, deleted): load it again
+                self._forget(entry)
             raise
         except Exception as exc:  # an unexpected failure of the persister: the change is not kept
             change.rollback()
@@ -325,8 +332,25 @@ class SharePartitionManager:
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The group coordinator's word that a member left: the records it holds are released (its share session
-        stays until closed: a consumer leaving acknowledges what it read after its last heartbeat)."""
-        self._spawn(self.release_member, group_id, member_id)
+        stays until closed: a consumer leaving acknowledges what it read after its last heartbeat). Once the group
+        is empty its share partitions are forgotten here, to be loaded again when it is next read: while it is
+        empty its state may be altered or deleted (AlterShareGroupOffsets, DeleteShareGroupOffsets)."""
+        self._spawn(self._member_left, group_id, member_id)
+
+    async def _member_left(self, group_id: str, member_id: str) -> None:
+        await self.release_member(group_id, member_id)
+        members = self._group_members(group_id) if self._group_members is not None else None
+        if members == 0:
+            for key, entry in list(self._entries.items()):
+                if key[0] == group_id:
+                    async with entry.lock:
+                        self._forget(entry)
+
+    def _forget(self, entry: Entry) -> None:
+        sp = entry.share_partition
+        key = (sp.group_id, entry.topic_id, sp.partition)
+        if self._entries.get(key) is entry:
+            del self._entries[key]
 
     def connection_closed(self, connection_id: int) -> None:
         """The share sessions last used on a connection that closed end, and their members' records are released

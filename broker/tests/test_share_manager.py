@@ -291,3 +291,39 @@ async def test_a_partition_led_elsewhere_is_not_leader_or_follower_with_its_lead
     assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (7, 3)
     assert acked.node_endpoints == []  # broker 7 is not among the live brokers
+
+
+async def test_an_emptied_group_is_loaded_again_after_its_state_changed(running):
+    from trafka.broker.tests.test_share_group import heartbeat
+
+    client = await running.client()
+    topic_id = await setup_topic(running, client, "t", [5, 5])
+
+    async def join(member: str) -> int:
+        epoch = 0
+        with trio.fail_after(10):
+            while True:
+                answer = await heartbeat(client, "g", member, epoch, ["t"] if epoch == 0 else None)
+                assert answer.error_code in (0, 14, 15, 16), answer
+                if answer.error_code == 0:
+                    epoch = answer.member_epoch
+                    if answer.assignment is not None and answer.assignment.topic_partitions:
+                        return epoch
+                await trio.sleep(0.05)
+
+    running.broker.share_manager()._group_configs = lambda group: {"share.auto.offset.reset": "earliest"}
+    epoch = await join("m1")  # (which initializes the share state without a start offset)
+    assert acquired(await client.request(fetch_request("m1", 0, topic_id), VERSION)) == [(0, 9, 1)]
+    ack = await client.request(ack_request("m1", 1, topic_id, [(0, 4, [ACCEPT])]), VERSION)
+    assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
+    assert (await heartbeat(client, "g", "m1", -1)).error_code == ErrorCode.NONE  # the group is empty now
+    with trio.fail_after(5):
+        while running.broker.share_manager().share_partitions():
+            await trio.sleep(0.01)
+    # its state written anew while it is empty (as AlterShareGroupOffsets does), then a member comes back
+    persister = running.broker.share_persister()
+    state = await persister.read_summary("g", topic_id, 0, 0)
+    await persister.initialize("g", topic_id, 0, state.state_epoch + 1, 8)
+    await join("m2")
+    assert acquired(await client.request(fetch_request("m2", 0, topic_id), VERSION)) == [(8, 9, 1)]
+    assert epoch > 0
