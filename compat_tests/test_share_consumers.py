@@ -424,3 +424,28 @@ def test_share_consumers_on_a_cluster_keep_their_progress_when_a_leader_dies(zoo
             except Exception:
                 pass
         cluster.close()
+
+
+def test_the_java_consumer_in_record_limit_mode_gets_max_poll_records(share_broker):
+    """share.acquire.mode=record_limit (ShareFetch v2): exactly max.poll.records records a poll, though one log
+    batch holds them all."""
+    topic = new_topic(share_broker, "share-record-limit")
+    with WireClient(share_broker.bootstrap) as client:
+        from compat_tests.test_differential_share_fetch import set_group_configs
+
+        set_group_configs(client, "g-record-limit", share_auto_offset_reset="earliest")
+    produce(share_broker, topic, [b"l%d" % i for i in range(10)])
+    driver = java_driver()
+    driver.call("share_open", bootstrap=share_broker.bootstrap, name="limited", group_id="g-record-limit",
+                topics=[topic], settings={"share.acknowledgement.mode": "explicit",
+                                          "share.acquire.mode": "record_limit", "max.poll.records": 3})
+    try:
+        polls = []
+        while sum(map(len, polls)) < 10:
+            assert len(polls) < 10, polls
+            records = driver.call("share_poll", bootstrap=share_broker.bootstrap, name="limited", timeout_ms=5000,
+                                  ack="accept", commit=True)
+            polls.append([(r["offset"], r["delivery_count"]) for r in records])
+        assert polls == [[(0, 1), (1, 1), (2, 1)], [(3, 1), (4, 1), (5, 1)], [(6, 1), (7, 1), (8, 1)], [(9, 1)]]
+    finally:
+        driver.call("share_close", bootstrap=share_broker.bootstrap, name="limited")
