@@ -256,10 +256,11 @@ class SharePartitionManager:
         settings = self.group_settings(group_id)
         async with entry.lock:
             sp = entry.share_partition
-            if partition.log_start_offset > sp.start_offset:
+            if partition.log_start_offset > sp.start_offset:  # records deleted from the log: done with
+                before = sp.start_offset
                 change = sp.archive_before(partition.log_start_offset)
                 sp.commit()
-                if change:
+                if change or sp.start_offset != before:
                     try:
                         await self._persist(entry, Change())
                     except KafkaError:

@@ -525,7 +525,10 @@ class SharePartition:
                     if batch.last_offset >= log_start_offset:
                         batch.split = True
                     self._apply(offset_state, Event.ARCHIVE)
-        if not self.batches and self.end_offset < log_start_offset:
+        if self.end_offset < log_start_offset and all(
+                s.state in TERMINAL for batch in self.batches for s in batch.offsets):
+            self.batches.clear()  # everything in flight is done with, and the log starts past it
+            self._firsts.clear()
             self.start_offset = self.end_offset = log_start_offset
         return change
 

@@ -327,3 +327,19 @@ async def test_an_emptied_group_is_loaded_again_after_its_state_changed(running)
     await join("m2")
     assert acquired(await client.request(fetch_request("m2", 0, topic_id), VERSION)) == [(8, 9, 1)]
     assert epoch > 0
+
+
+async def test_records_deleted_from_the_log_are_archived(running):
+    client = await running.client()
+    topic_id = await setup_topic(running, client, "t", [2, 2, 2])
+    assert acquired(await client.request(fetch_request("m", 0, topic_id, max_records=1), VERSION)) == [(0, 1, 1)]
+    ack = await client.request(ack_request("m", 1, topic_id, [(0, 1, [RELEASE])]), VERSION)
+    assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
+    partition = running.broker.topics.get("t").partitions[0]
+    partition.log.delete_records_before(4)  # as DeleteRecords or retention moves the log start offset
+    got = await client.request(fetch_request("m", 2, topic_id), VERSION)
+    assert acquired(got) == [(4, 5, 1)]
+    entry = await running.broker.share_manager().entry("g", partition)
+    assert entry.share_partition.start_offset == 4
+    state = await running.broker.share_persister().read("g", topic_id, 0, 0)
+    assert state.start_offset == 4
