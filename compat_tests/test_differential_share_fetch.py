@@ -396,3 +396,26 @@ def test_the_in_flight_limit(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-locks-topic", scenario))
+
+
+def test_records_deleted_from_the_log(brokers):
+    """DeleteRecords moves the log start offset past records in flight: those waiting for delivery are done with."""
+    from trafka.wire.messages import DeleteRecordsRequest as D
+
+    def scenario(talk: Conversation):
+        join(talk, "sf-deleted", "sf-deleted-topic", "member-d")
+        script = Script(talk, "sf-deleted", "sf-deleted-topic")
+        seen = [script.fetch("member-d", 0)]
+        script.produce(2, 2, 2, 2)
+        seen.append(script.fetch("member-d", 1, max_records=1))
+        seen.append(script.fetch("member-d", 2, max_records=1))
+        seen.append(script.acknowledge("member-d", 3, [(0, 1, [RELEASE])]))
+        deleted = talk.client.request(D(timeout_ms=10_000, topics=[D.DeleteRecordsTopic(
+            name="sf-deleted-topic", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=5)])]), 2)
+        seen.append([(p.partition_index, p.low_watermark, p.error_code) for t in deleted.topics for p in t.partitions])
+        seen.append(script.fetch("member-d", 4))
+        seen.append(script.acknowledge("member-d", 5, [(2, 3, [ACCEPT])]))  # acquired before, below the log start now
+        seen.append(script.fetch("member-d", 6, acks=[(5, 7, [ACCEPT])]))
+        return seen
+
+    assert_same(on_both(brokers, "sf-deleted-topic", scenario))

@@ -67,7 +67,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
             if error is None:
                 batches, error = acknowledgement_batches(wanted.acknowledgement_batches, renewing)
                 if error == ErrorCode.NONE:
-                    error, message = await manager.acknowledge(group_id, member_id, partition, batches)
+                    error, message, _ = await manager.acknowledge(group_id, member_id, partition, batches)
                 if error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     leader = LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
             partitions.append(PartitionData(partition_index=index, error_code=error, error_message=message,

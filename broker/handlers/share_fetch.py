@@ -45,6 +45,8 @@ PartitionData = ShareFetchResponse.PartitionData
 AcquiredRecords = ShareFetchResponse.AcquiredRecords
 LeaderIdAndEpoch = ShareFetchResponse.LeaderIdAndEpoch
 RENEW = 4
+#: Among the skipped partitions: a partition's log start offset passed its next fetch (the request returns at once).
+_MOVED = (None, -1)
 
 
 @handles(ApiKey.SHARE_FETCH, 1, 2)
@@ -98,21 +100,9 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         else:
             targets[key] = partition
 
-    fetching = epoch != FINAL_EPOCH and not renewing and bool(targets)
-    skipped: set[tuple[uuid.UUID, int]] = set()
-    if fetching:
-        max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
-        per_partition = max(max_bytes // len(targets), 1)
-        max_records = request.max_records if request.max_records > 0 else 500
-        batch_size = request.batch_size if request.batch_size > 0 else max_records
-        mode = request.share_acquire_mode if ctx.api_version >= 2 else 0
-        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
-        # The records this request's acknowledgements release are still in transition as it first acquires, as
-        # on Kafka (they are written before they are free); a wait that follows can take them.
-        acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
-                                  per_partition, mode, skipped)
-
-    # The acknowledgements.
+    # The acknowledgements first. The records they release are still being written as this request first
+    # acquires (as on Kafka, where they are in transition until persisted): a wait that follows can take them.
+    in_transition: dict[tuple[uuid.UUID, int], set[int]] = {}
     for topic in request.topics:
         for wanted_partition in topic.partitions:
             if not wanted_partition.acknowledgement_batches:
@@ -126,7 +116,8 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
             batches, code = acknowledgement_batches(wanted_partition.acknowledgement_batches, renewing)
             message = None
             if code == ErrorCode.NONE:
-                code, message = await manager.acknowledge(group_id, member_id, partition, batches)
+                code, message, in_transition[key] = await manager.acknowledge(group_id, member_id, partition,
+                                                                              batches)
             data.acknowledge_error_code = code
             data.acknowledge_error_message = message
 
@@ -134,7 +125,19 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         await manager.release_member(group_id, member_id, set(session.partitions))
         return _response(results, lock_ms)
 
-    if fetching and not acquired:
+    fetching = not renewing and bool(targets)
+    skipped: set[tuple[uuid.UUID, int]] = set()
+    if fetching:
+        max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
+        per_partition = max(max_bytes // len(targets), 1)
+        max_records = request.max_records if request.max_records > 0 else 500
+        batch_size = request.batch_size if request.batch_size > 0 else max_records
+        mode = request.share_acquire_mode if ctx.api_version >= 2 else 0
+        deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+        acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
+                                  per_partition, mode, skipped, in_transition)
+
+    if fetching and not acquired and _MOVED not in skipped:
         while True:
             acquired = await _acquire(manager, group_id, member_id, targets, results, max_records, batch_size,
                                       per_partition, mode, skipped)
@@ -165,20 +168,23 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
 
 
 async def _acquire(manager, group_id, member_id, targets, results, max_records, batch_size, per_partition,
-                   mode, skipped: set | None = None) -> int:
+                   mode, skipped: set | None = None, in_transition: dict | None = None) -> int:
     """One pass over the partitions; the records acquired. ``skipped`` collects the partitions left out (at their
-    in-flight limit) and takes back those answered."""
+    in-flight limit) and takes back those answered; ``in_transition``: offsets not to acquire, by partition."""
     total = 0
     for key, partition in targets.items():
         if total >= max_records:
             break
         acquired = await manager.acquire(group_id, member_id, partition, max_records=max_records - total,
-                                         batch_size=batch_size, max_bytes=per_partition, mode=mode)
+                                         batch_size=batch_size, max_bytes=per_partition, mode=mode,
+                                         exclude=(in_transition or {}).get(key, ()))
         if skipped is not None:
             if acquired.skipped:
                 skipped.add(key)
             else:
                 skipped.discard(key)
+            if acquired.moved:
+                skipped.add(_MOVED)
         if acquired.error != ErrorCode.NONE:
             data = results.setdefault(key, _partition(key[1]))
             data.error_code = acquired.error

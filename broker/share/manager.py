@@ -38,7 +38,7 @@ import trio
 
 from trafka.broker.share.partition import BATCH_OPTIMIZED, AcquiredRange, Change, LogBatch, SharePartition
 from trafka.broker.share.sessions import ShareSessionCache
-from trafka.broker.share.state import SharePersister
+from trafka.broker.share.state import DeliveryState, SharePersister
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.wire.chunks import FileSlice
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -105,6 +105,8 @@ class Entry:
     error: KafkaError | None = None
     #: Fetches waiting for records to be released.
     waiters: set[trio.Event] = field(default_factory=set)
+    #: Where the next read of the log starts at the earliest (the log start offset, once it passed the next fetch).
+    read_from: int = 0
 
     def wake(self) -> None:
         for event in self.waiters:
@@ -121,6 +123,8 @@ class Acquired:
     message: str | None = None
     #: The share partition could not acquire anything (at its in-flight limit): the partition is not answered.
     skipped: bool = False
+    #: Its log start offset had passed the next fetch: the request is answered at once (as Kafka does).
+    moved: bool = False
 
 
 class SharePartitionManager:
@@ -247,8 +251,9 @@ class SharePartitionManager:
     # -- acquiring ----------------------------------------------------------------------------------
 
     async def acquire(self, group_id: str, member_id: str, partition: Partition, *, max_records: int,
-                      batch_size: int, max_bytes: int, mode: int = BATCH_OPTIMIZED) -> Acquired:
-        """Acquire records of ``partition`` for the member: the acquired ranges and the log batches holding them."""
+                      batch_size: int, max_bytes: int, mode: int = BATCH_OPTIMIZED, exclude=()) -> Acquired:
+        """Acquire records of ``partition`` for the member: the acquired ranges and the log batches holding them
+        (none of the offsets in ``exclude``)."""
         try:
             entry = await self.entry(group_id, partition)
         except KafkaError as exc:
@@ -267,7 +272,11 @@ class SharePartitionManager:
                         pass
             if not sp.can_acquire():  # at its in-flight limit: left out of the answer
                 return Acquired(skipped=True)
-            offset = sp.next_fetch_offset()
+            offset = max(sp.next_fetch_offset(), entry.read_from)
+            if offset < partition.log_start_offset:
+                # Deleted from under the next fetch: this one gets nothing, the next reads from the log start.
+                entry.read_from = partition.log_start_offset
+                return Acquired(skipped=True, moved=True)
             try:
                 info = partition.read(offset, max_bytes, min_one_batch=True, read_committed=settings.read_committed)
             except KafkaError as exc:
@@ -280,7 +289,7 @@ class SharePartitionManager:
             now = trio.current_time()
             ranges = sp.acquire(member_id, log_batches, max_records=max_records, batch_size=batch_size, now=now,
                                 mode=mode, lock_duration_ms=settings.record_lock_duration_ms, aborted=aborted,
-                                fetch_offset=offset)
+                                fetch_offset=offset, exclude=exclude)
             if not ranges:
                 return Acquired()
             self._schedule(now + settings.record_lock_duration_ms / 1000, (group_id, entry.topic_id, sp.partition))
@@ -289,12 +298,13 @@ class SharePartitionManager:
     # -- acknowledging ------------------------------------------------------------------------------
 
     async def acknowledge(self, group_id: str, member_id: str, partition: Partition,
-                          batches: list[tuple[int, int, list[int]]]) -> tuple[ErrorCode, str | None]:
-        """Apply a member's acknowledgements to a partition and persist them; the error code for the partition."""
+                          batches: list[tuple[int, int, list[int]]]) -> tuple[ErrorCode, str | None, set[int]]:
+        """Apply a member's acknowledgements to a partition and persist them: the error code for the partition, its
+        message, and the offsets the acknowledgements made available again."""
         try:
             entry = await self.entry(group_id, partition)
         except KafkaError as exc:
-            return exc.code, exc.message or None
+            return exc.code, exc.message or None, set()
         settings = self.group_settings(group_id)
         async with entry.lock:
             now = trio.current_time()
@@ -303,12 +313,14 @@ class SharePartitionManager:
                                                            lock_duration_ms=settings.record_lock_duration_ms)
                 await self._persist(entry, change)
             except KafkaError as exc:
-                return exc.code, exc.message or None
+                return exc.code, exc.message or None, set()
             if any(4 in types for _, _, types in batches):  # renewed locks
                 self._schedule(now + settings.record_lock_duration_ms / 1000,
                                (group_id, entry.topic_id, entry.share_partition.partition))
+            released = {batch.first_offset + index for batch, index, _, _ in change.saved
+                        if batch.offsets[index].state == DeliveryState.AVAILABLE}
         entry.wake()
-        return ErrorCode.NONE, None
+        return ErrorCode.NONE, None, released
 
     async def release_member(self, group_id: str, member_id: str, partitions: set | None = None) -> None:
         """Release what ``member_id`` holds in its group's share partitions here (all of them, or ``partitions``:

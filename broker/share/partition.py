@@ -23,7 +23,7 @@ their delivery count, so a restart makes them deliverable again.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -263,12 +263,14 @@ class SharePartition:
 
     def acquire(self, member_id: str, log_batches: Sequence[LogBatch], *, max_records: int, batch_size: int,
                 now: float, mode: int = BATCH_OPTIMIZED, lock_duration_ms: int | None = None,
-                aborted: Iterable[tuple[int, int, int]] = (), fetch_offset: int | None = None) -> list[AcquiredRange]:
+                aborted: Iterable[tuple[int, int, int]] = (), fetch_offset: int | None = None,
+                exclude: Collection[int] = ()) -> list[AcquiredRange]:
         """Acquire for ``member_id`` what ``log_batches`` (read from :meth:`next_fetch_offset`) hold: available
         in-flight records and records past the end offset, up to ``max_records`` (whole batches in the
         batch-optimized mode, exactly in the record-limit mode) and the in-flight limit. ``aborted``: the aborted
         transactions (producer id, first offset, last offset) among the batches of a read_committed group, whose
-        records are archived rather than acquired."""
+        records are archived rather than acquired. ``exclude``: offsets still in transition (released by
+        acknowledgements being written), not acquired this time; a whole batch with one of them is skipped."""
         if not log_batches or max_records <= 0:
             return []
         deadline = now + (self.lock_duration_ms if lock_duration_ms is None else lock_duration_ms) / 1000
@@ -298,6 +300,8 @@ class SharePartition:
                 break
             whole = not batch.split and not throttled and first <= batch.first_offset and batch.last_offset <= last \
                 and (mode == BATCH_OPTIMIZED or batch.last_offset - batch.first_offset + 1 <= remaining)
+            if exclude and not batch.split and any(batch.first_offset <= o <= batch.last_offset for o in exclude):
+                continue  # the batch is in transition
             if whole:
                 head = batch.offsets[0]
                 if head.state != _S.AVAILABLE:
@@ -308,7 +312,7 @@ class SharePartition:
                 remaining -= batch.last_offset - batch.first_offset + 1
                 continue
             count = self._acquire_offsets(batch, member_id, first, last, deadline, acquired, throttle_from,
-                                          remaining if mode == RECORD_LIMIT else None)
+                                          remaining if mode == RECORD_LIMIT else None, exclude)
             remaining -= count
             if throttled and count:
                 stopped = True
@@ -347,7 +351,8 @@ class SharePartition:
         return max(counts, default=0) >= throttle_from
 
     def _acquire_offsets(self, batch: InFlightBatch, member_id: str, first: int, last: int, deadline: float,
-                         acquired: list[AcquiredRange], throttle_from: int, most: int | None) -> int:
+                         acquired: list[AcquiredRange], throttle_from: int, most: int | None,
+                         exclude: Collection[int] = ()) -> int:
         """Acquire the available offsets of ``batch`` in first..last one by one (``most`` at most, the record-limit
         mode): fewer once their delivery count reaches ``throttle_from`` (half the batch, a quarter, ...), and a
         record on its last delivery alone. The records acquired, merged into runs in ``acquired``."""
@@ -357,7 +362,7 @@ class SharePartition:
         run: AcquiredRange | None = None  # consecutive offsets of the batch with one delivery count
         for index, offset_state in enumerate(batch.offsets):
             offset = batch.first_offset + index
-            if offset < first or offset_state.state != _S.AVAILABLE:
+            if offset < first or offset_state.state != _S.AVAILABLE or offset in exclude:
                 continue
             if offset > last:
                 break
@@ -516,7 +521,8 @@ class SharePartition:
         return change
 
     def archive_before(self, log_start_offset: int) -> Change:
-        """Archive the available records below the log start offset (retention removed them)."""
+        """Archive the available records below the log start offset (retention removed them). (Records not yet in
+        flight are not skipped here: the next acquisition starts at the log batch the log now starts in.)"""
         change = Change()
         for batch in self._overlapping(self.start_offset, log_start_offset - 1):
             for index, offset_state in enumerate(batch.offsets):
@@ -525,11 +531,6 @@ class SharePartition:
                     if batch.last_offset >= log_start_offset:
                         batch.split = True
                     self._apply(offset_state, Event.ARCHIVE)
-        if self.end_offset < log_start_offset and all(
-                s.state in TERMINAL for batch in self.batches for s in batch.offsets):
-            self.batches.clear()  # everything in flight is done with, and the log starts past it
-            self._firsts.clear()
-            self.start_offset = self.end_offset = log_start_offset
         return change
 
     def commit(self) -> None:

@@ -337,9 +337,13 @@ async def test_records_deleted_from_the_log_are_archived(running):
     assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
     partition = running.broker.topics.get("t").partitions[0]
     partition.log.delete_records_before(4)  # as DeleteRecords or retention moves the log start offset
-    got = await client.request(fetch_request("m", 2, topic_id), VERSION)
+    nothing = await client.request(fetch_request("m", 2, topic_id, max_wait_ms=5000), VERSION)
+    assert acquired(nothing) == []  # answered at once, as Kafka does: the next fetch reads from the log start
+    got = await client.request(fetch_request("m", 3, topic_id), VERSION)
     assert acquired(got) == [(4, 5, 1)]
+    ack = await client.request(ack_request("m", 4, topic_id, [(4, 5, [ACCEPT])]), VERSION)
+    assert ack.responses[0].partitions[0].error_code == ErrorCode.NONE
     entry = await running.broker.share_manager().entry("g", partition)
-    assert entry.share_partition.start_offset == 4
+    assert entry.share_partition.start_offset == 6  # past the archived records below the log start too
     state = await running.broker.share_persister().read("g", topic_id, 0, 0)
-    assert state.start_offset == 4
+    assert state.start_offset == 6
