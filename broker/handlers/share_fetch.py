@@ -4,7 +4,8 @@ A share consumer's fetch: records acquired for the member from the share partiti
 leads (broker.share.manager), sent as file slices of the log with the acquired ranges (first offset, last offset,
 delivery count) the consumer may deliver; records outside them are not the member's to deliver. Acknowledgements
 of records acquired before ride along, per partition, applied (and persisted) before anything is acquired; their
-outcome is the partition's acknowledge_error_code.
+outcome is the partition's acknowledge_error_code. The records they release are still in transition for the
+request's first acquisition, as on Kafka; a wait that follows may take them.
 
 Share sessions: epoch 0 opens the member's share session (a request opening one must not acknowledge anything:
 INVALID_REQUEST), each later request carries the next epoch (INVALID_SHARE_SESSION_EPOCH otherwise,
@@ -23,8 +24,10 @@ acquired by the member (or acknowledged twice by overlapping batches), INVALID_R
 offsets past the last one in flight; offsets below the share-partition start offset are done with and skipped. A
 partition's acknowledgements are applied all or nothing.
 
-Partitions answered: every partition of the request when it opens the session; afterwards those with acquired
-records, an error or acknowledgements.
+Partitions answered: every partition of the request when it opens the session (but one at its in-flight limit,
+share.partition.max.record.locks, that can acquire nothing); afterwards those with acquired records, an error or
+acknowledgements. A partition whose log start offset passed its next fetch answers nothing at once; the next
+fetch reads from the log start.
 """
 from __future__ import annotations
 
