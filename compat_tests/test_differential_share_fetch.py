@@ -419,3 +419,19 @@ def test_records_deleted_from_the_log(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-deleted-topic", scenario))
+
+
+def test_a_member_leaving_releases_its_records(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-leaving", "sf-leaving-topic", "member-l1", "member-l2")
+        script = Script(talk, "sf-leaving", "sf-leaving-topic")
+        seen = [script.fetch("member-l1", 0), script.fetch("member-l2", 0)]
+        script.produce(3)
+        seen.append(script.fetch("member-l1", 1))
+        seen.append(talk.heartbeat("sf-leaving", "member-l1", -1)[:4])  # leaves, its share session still open
+        seen.append(script.fetch("member-l2", 1))
+        seen.append(script.acknowledge("member-l1", 2, [(0, 2, [ACCEPT])]))  # no longer its records
+        seen.append(script.fetch("member-l1", -1, fetch=False))
+        return seen
+
+    assert_same(on_both(brokers, "sf-leaving-topic", scenario))

@@ -11,8 +11,8 @@ one moves its wake-up). Long-polling ShareFetches wait on the partitions' data w
 the share partitions' own waiters (records released by an acknowledgement, an expired lock or a member leaving),
 never polling.
 
-A member that leaves its group, or closes its share session, has the records it holds released at once; so does
-one whose connection closes (its share session ends with it).
+A member that closes its share session has the records it holds released at once; so does one whose connection
+closes (its share session ends with it). Leaving the group releases nothing by itself, as on Kafka 4.4.
 
 Settings (broker defaults; a group's own ``share.*`` configs win): ``group.share.record.lock.duration.ms``
 (30 s), ``group.share.delivery.count.limit`` (5), ``group.share.partition.max.record.locks`` (2000),
@@ -344,14 +344,14 @@ class SharePartitionManager:
                 entry.wake()
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """The group coordinator's word that a member left: the records it holds are released (its share session
-        stays until closed: a consumer leaving acknowledges what it read after its last heartbeat). Once the group
-        is empty its share partitions are forgotten here, to be loaded again when it is next read: while it is
-        empty its state may be altered or deleted (AlterShareGroupOffsets, DeleteShareGroupOffsets)."""
+        """The group coordinator's word that a member left. What it holds stays its own, as on Kafka 4.4, until its
+        share session ends (a consumer leaving acknowledges what it read after its last heartbeat, then closes
+        its sessions) or the locks expire. Once the group is empty its share partitions are forgotten here, to be
+        loaded again when next read: while it is empty its state may be altered or deleted
+        (AlterShareGroupOffsets, DeleteShareGroupOffsets)."""
         self._spawn(self._member_left, group_id, member_id)
 
     async def _member_left(self, group_id: str, member_id: str) -> None:
-        await self.release_member(group_id, member_id)
         members = self._group_members(group_id) if self._group_members is not None else None
         if members == 0:
             for key, entry in list(self._entries.items()):
