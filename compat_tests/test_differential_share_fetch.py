@@ -435,3 +435,18 @@ def test_a_member_leaving_releases_its_records(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-leaving-topic", scenario))
+
+
+def test_a_session_opened_again(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-reopen", "sf-reopen-topic", "member-o")
+        script = Script(talk, "sf-reopen", "sf-reopen-topic")
+        seen = [script.fetch("member-o", 0)]
+        script.produce(3)
+        seen.append(script.fetch("member-o", 1))
+        seen.append(script.fetch("member-o", 0))  # a new session of the same member
+        seen.append(script.acknowledge("member-o", 1, [(0, 2, [ACCEPT])]))
+        seen.append(script.fetch("member-o", 2))
+        return seen
+
+    assert_same(on_both(brokers, "sf-reopen-topic", scenario))

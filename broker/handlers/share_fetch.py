@@ -79,10 +79,8 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if epoch == FINAL_EPOCH and wanted and not acknowledging:
         return refuse(ErrorCode.INVALID_REQUEST, "A final share fetch request fetches nothing")
     try:
-        if epoch == INITIAL_EPOCH:
-            session, replaced = manager.sessions.open(group_id, member_id, ctx.connection_id)
-            if replaced is not None:
-                await manager.release_member(group_id, member_id, set(replaced.partitions))
+        if epoch == INITIAL_EPOCH:  # (a session it replaces leaves the member's records its own, as on Kafka)
+            session, _ = manager.sessions.open(group_id, member_id, ctx.connection_id)
         elif epoch == FINAL_EPOCH:
             session = manager.sessions.close(group_id, member_id)
         else:
