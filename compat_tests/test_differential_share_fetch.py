@@ -450,3 +450,27 @@ def test_a_session_opened_again(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-reopen-topic", scenario))
+
+
+def test_closing_requests_and_forgotten_partitions(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-closing", "sf-closing-topic", "member-k")
+        script = Script(talk, "sf-closing", "sf-closing-topic")
+        seen = [script.fetch("member-k", 0)]
+        script.produce(4)
+        seen.append(script.fetch("member-k", 1, max_records=1))
+        seen.append(script.fetch("member-k", -1))  # a closing request naming a partition to fetch
+        seen.append(script.fetch("member-k", 0, fetch=False))  # a session without partitions
+        seen.append(script.acknowledge("member-k", 1, [(0, 1, [RELEASE])]))  # a partition not in the session
+        forgotten = talk.client.request(ShareFetchRequest(
+            group_id="sf-closing", member_id="member-k", share_session_epoch=2, max_wait_ms=300, min_bytes=1,
+            max_bytes=1 << 20, max_records=500, batch_size=500, topics=[],
+            forgotten_topics_data=[ShareFetchRequest.ForgottenTopic(topic_id=script.topic_id, partitions=[0])]), 1)
+        seen.append((forgotten.error_code, [(p.partition_index, p.error_code) for t in forgotten.responses
+                                            for p in t.partitions]))
+        seen.append(script.fetch("member-k", 3, fetch=False))
+        seen.append(script.fetch("member-k", -1, acks=[(2, 3, [ACCEPT])]))  # closing with acknowledgements
+        seen.append(script.fetch("member-k", 0))
+        return seen
+
+    assert_same(on_both(brokers, "sf-closing-topic", scenario))

@@ -10,7 +10,8 @@ request's first acquisition, as on Kafka; a wait that follows may take them.
 Share sessions: epoch 0 opens the member's share session (a request opening one must not acknowledge anything:
 INVALID_REQUEST), each later request carries the next epoch (INVALID_SHARE_SESSION_EPOCH otherwise,
 SHARE_SESSION_NOT_FOUND without a session), adds its topics' partitions and removes its forgotten topics'; -1 closes
-it, applying the acknowledgements and releasing what the member still holds (a closing request fetches nothing).
+it, applying the acknowledgements and releasing what the member still holds (a closing request fetches nothing,
+whatever partitions it names).
 ``max_records`` bounds the records acquired (whole log batches; exactly from v2 with share_acquire_mode 1),
 ``batch_size`` cuts the acquired ranges, ``max_bytes`` is shared evenly among the partitions. With nothing
 acquirable, the request waits up to ``max_wait_ms`` for records to be appended or released, never polling.
@@ -76,8 +77,6 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     if epoch == INITIAL_EPOCH and acknowledging:
         return refuse(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial share fetch request")
     wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
-    if epoch == FINAL_EPOCH and wanted and not acknowledging:
-        return refuse(ErrorCode.INVALID_REQUEST, "A final share fetch request fetches nothing")
     try:
         if epoch == INITIAL_EPOCH:  # (a session it replaces leaves the member's records its own, as on Kafka)
             session, _ = manager.sessions.open(group_id, member_id, ctx.connection_id)
