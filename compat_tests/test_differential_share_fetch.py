@@ -474,3 +474,19 @@ def test_closing_requests_and_forgotten_partitions(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-closing-topic", scenario))
+
+
+def test_groups_and_members_that_are_not_there(brokers):
+    def scenario(talk: Conversation):
+        join(talk, "sf-ids", "sf-ids-topic", "member-i")
+        script = Script(talk, "sf-ids", "sf-ids-topic")
+        script.produce(1)
+        seen = []
+        for group, member in (("sf-ids", ""), ("", "member-i"), ("sf-no-such-group", "member-i"),
+                              ("sf-ids", "member-stranger")):
+            other = Script(talk, group, "sf-ids-topic")
+            seen.append(other.fetch(member, 0))
+            seen.append(other.acknowledge(member, 1, [(0, 0, [ACCEPT])]))
+        return seen
+
+    assert_same(on_both(brokers, "sf-ids-topic", scenario))

@@ -39,7 +39,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledg
         return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                         acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
 
-    if not group_id:
+    if group_id is None:
         return refuse(ErrorCode.INVALID_REQUEST, "The group id is missing.")
     if not member_id:
         return refuse(ErrorCode.INVALID_REQUEST, "The member id is missing.")

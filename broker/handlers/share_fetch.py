@@ -64,7 +64,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         return ShareFetchResponse(error_code=code, error_message=message, acquisition_lock_timeout_ms=0,
                                   responses=[], node_endpoints=[])
 
-    if not group_id:
+    if group_id is None:
         return refuse(ErrorCode.INVALID_REQUEST, "The group id is missing.")
     if not member_id:
         return refuse(ErrorCode.INVALID_REQUEST, "The member id is missing.")

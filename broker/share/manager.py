@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 #: producer id.
 _HEADER = struct.Struct(">qiibihiqqqhii")
 _HEADER_SIZE = _HEADER.size
+#: Errors of loading a share partition that its fetches are told as they are (the others: UNKNOWN_SERVER_ERROR).
+_PASSED_ON = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.FENCED_LEADER_EPOCH})
 #: The persister's answers that say a share partition's state changed without this broker.
 _STALE = frozenset({ErrorCode.FENCED_STATE_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH})
 _TRANSACTIONAL = 0x10
@@ -257,7 +261,10 @@ class SharePartitionManager:
         try:
             entry = await self.entry(group_id, partition)
         except KafkaError as exc:
-            return Acquired(error=exc.code, message=exc.message or None)
+            if exc.code in _PASSED_ON:
+                return Acquired(error=exc.code, message=exc.message or None)
+            # a state that cannot be read (never initialized: no such group, say): as Kafka answers it
+            return Acquired(error=ErrorCode.UNKNOWN_SERVER_ERROR, message=None)
         settings = self.group_settings(group_id)
         async with entry.lock:
             sp = entry.share_partition
@@ -300,11 +307,18 @@ class SharePartitionManager:
     async def acknowledge(self, group_id: str, member_id: str, partition: Partition,
                           batches: list[tuple[int, int, list[int]]]) -> tuple[ErrorCode, str | None, set[int]]:
         """Apply a member's acknowledgements to a partition and persist them: the error code for the partition, its
-        message, and the offsets the acknowledgements made available again."""
+        message, and the offsets the acknowledgements made available again. A share partition not loaded here
+        (never fetched from since this broker started leading it) is UNKNOWN_TOPIC_OR_PARTITION, as on Kafka."""
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {partition}", set()
+        entry = self._entries.get((group_id, partition.topic_id, partition.index))
+        if entry is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, set()
         try:
             entry = await self.entry(group_id, partition)
         except KafkaError as exc:
-            return exc.code, exc.message or None, set()
+            code = exc.code if exc.code in _PASSED_ON else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return code, exc.message or None, set()
         settings = self.group_settings(group_id)
         async with entry.lock:
             now = trio.current_time()
