@@ -9,8 +9,9 @@ SHARE_SESSION_NOT_FOUND without a session); epoch 0 cannot open one (INVALID_SHA
 session after the acknowledgements, releasing what the member still holds. v2 answers with the acquisition lock
 timeout.
 
-Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
-group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED,
+Errors: top-level INVALID_REQUEST for a null group id or an empty member id, GROUP_AUTHORIZATION_FAILED without
+READ on the group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION (also for a share partition this
+broker has not loaded: not fetched from since it leads the partition), TOPIC_AUTHORIZATION_FAILED,
 NOT_LEADER_OR_FOLLOWER, INVALID_RECORD_STATE for records the member does not hold, INVALID_REQUEST for malformed
 batches and offsets past the last one in flight (offsets below the share-partition start offset are skipped).
 """

@@ -18,12 +18,13 @@ acquirable, the request waits up to ``max_wait_ms`` for records to be appended o
 From v2 ``is_renew_ack`` requests renew locks (RENEW acknowledgements) and acquire nothing: their max_wait_ms,
 min_bytes, max_bytes and max_records must be 0 (INVALID_REQUEST otherwise).
 
-Errors: top-level INVALID_REQUEST for a missing group or member id, GROUP_AUTHORIZATION_FAILED without READ on the
-group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED without READ on the
-topic, NOT_LEADER_OR_FOLLOWER (with the leader); acknowledge_error_code INVALID_RECORD_STATE for records not
-acquired by the member (or acknowledged twice by overlapping batches), INVALID_REQUEST for malformed batches and
-offsets past the last one in flight; offsets below the share-partition start offset are done with and skipped. A
-partition's acknowledgements are applied all or nothing.
+Errors: top-level INVALID_REQUEST for a null group id or an empty member id, GROUP_AUTHORIZATION_FAILED without
+READ on the group; per partition UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED without
+READ on the topic, NOT_LEADER_OR_FOLLOWER (with the leader), UNKNOWN_SERVER_ERROR when the share partition's state
+cannot be read (never initialized: no such group), the share coordinator's retriable codes; acknowledge_error_code
+INVALID_RECORD_STATE for records not acquired by the member (or acknowledged twice by overlapping batches),
+INVALID_REQUEST for malformed batches and offsets past the last one in flight; offsets below the share-partition
+start offset are done with and skipped. A partition's acknowledgements are applied all or nothing.
 
 Partitions answered: every partition of the request when it opens the session (but one at its in-flight limit,
 share.partition.max.record.locks, that can acquire nothing); afterwards those with acquired records, an error or
