@@ -490,3 +490,31 @@ def test_groups_and_members_that_are_not_there(brokers):
         return seen
 
     assert_same(on_both(brokers, "sf-ids-topic", scenario))
+
+
+def test_a_restart_keeps_the_state(brokers):
+    """Both brokers stopped and started again: what was acknowledged stays done with, a released record's
+    delivery count goes on (its last delivery, whose session ended with the broker, counts)."""
+    def before(talk: Conversation):
+        join(talk, "sf-restart", "sf-restart-topic", "member-r")
+        script = Script(talk, "sf-restart", "sf-restart-topic")
+        seen = [script.fetch("member-r", 0)]
+        script.produce(3, 3)
+        seen.append(script.fetch("member-r", 1, max_records=1))
+        seen.append(script.acknowledge("member-r", 2, [(0, 2, [ACCEPT, RELEASE, ACCEPT])]))
+        seen.append(script.fetch("member-r", 3, max_records=1))
+        return seen
+
+    def after(talk: Conversation):
+        script = Script(talk, "sf-restart", "sf-restart-topic")
+        return [script.fetch("member-r", 0), script.fetch("member-r", 1)]
+
+    observed = on_both(brokers, "sf-restart-topic", before)
+    for process in brokers.values():
+        if hasattr(process, "restart"):
+            process.restart()
+        else:
+            process.stop()
+            process.start()
+    later = on_both(brokers, "sf-restart-topic", after)
+    assert_same({name: observed[name] + later[name] for name in observed})
