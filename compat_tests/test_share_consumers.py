@@ -29,7 +29,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 if not hasattr(confluent_kafka, "ShareConsumer"):
     pytest.skip("this confluent-kafka has no ShareConsumer", allow_module_level=True)
 
-LOCK_MS = 2000
+LOCK_MS = 4000  # (long enough for a loaded machine to hand every fetched record to its consumer)
 DELIVERY_LIMIT = 3
 SETTINGS = {"offsets.topic.num.partitions": 1, "group.share.heartbeat.interval.ms": 1000,
             "group.share.min.heartbeat.interval.ms": 1000,
