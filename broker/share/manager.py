@@ -203,10 +203,14 @@ class SharePartitionManager:
                 partition, partition.topic_id, partition.leader_epoch)
             try:
                 await self._load(entry, settings)
-            except KafkaError as exc:
-                entry.error = exc
+            except BaseException as exc:  # (cancelled too: the next use loads it again)
+                entry.error = exc if isinstance(exc, KafkaError) else KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"loading the share state failed: {exc!r}")
                 if self._entries.get(key) is entry:
                     del self._entries[key]
+                if not isinstance(exc, (KafkaError, trio.Cancelled)):
+                    log.exception("loading the state of %s failed", entry.share_partition)
+                    raise entry.error from exc
                 raise
             finally:
                 entry.loaded.set()
