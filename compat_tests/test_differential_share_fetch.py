@@ -492,6 +492,22 @@ def test_groups_and_members_that_are_not_there(brokers):
     assert_same(on_both(brokers, "sf-ids-topic", scenario))
 
 
+def test_renewals_refused_by_the_group(brokers):
+    def scenario(talk: Conversation):
+        set_group_configs(talk.client, "sf-no-renew", share_renew_acknowledge_enable="false")
+        join(talk, "sf-no-renew", "sf-no-renew-topic", "member-n")
+        script = Script(talk, "sf-no-renew", "sf-no-renew-topic")
+        seen = [script.fetch("member-n", 0, version=2)]
+        script.produce(3)
+        seen.append(script.fetch("member-n", 1, version=2))
+        seen.append(script.acknowledge("member-n", 2, [(0, 2, [RENEW])], version=2, is_renew_ack=True))
+        seen.append(script.fetch("member-n", 3, version=2, acks=[(0, 2, [RENEW])], **RENEWING))
+        seen.append(script.acknowledge("member-n", 4, [(0, 2, [ACCEPT])], version=2))
+        return seen
+
+    assert_same(on_both(brokers, "sf-no-renew-topic", scenario))
+
+
 def test_a_restart_keeps_the_state(brokers):
     """Both brokers stopped and started again: what was acknowledged stays done with, a released record's
     delivery count goes on (its last delivery, whose session ended with the broker, counts)."""

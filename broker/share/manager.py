@@ -17,8 +17,9 @@ closes (its share session ends with it). Leaving the group releases nothing by i
 Settings (broker defaults; a group's own ``share.*`` configs win): ``group.share.record.lock.duration.ms``
 (30 s), ``group.share.delivery.count.limit`` (5), ``group.share.partition.max.record.locks`` (2000),
 ``group.share.max.share.sessions`` (2000); per group only: ``share.auto.offset.reset`` (latest, earliest or
-by_duration:<ISO 8601 duration>: where a share partition without a start offset starts when first fetched) and
-``share.isolation.level`` (read_uncommitted).
+by_duration:<ISO 8601 duration>: where a share partition without a start offset starts when first fetched),
+``share.isolation.level`` (read_uncommitted) and ``share.renew.acknowledge.enable`` (true; false: RENEW
+acknowledgements are INVALID_RECORD_STATE).
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ class GroupSettings:
     partition_max_record_locks: int
     auto_offset_reset: str = "latest"
     read_committed: bool = False
+    renew_enabled: bool = True
 
 
 @dataclass(slots=True)
@@ -173,6 +175,7 @@ class SharePartitionManager:
             number("share.partition.max.record.locks", s.partition_max_record_locks),
             str(configs.get("share.auto.offset.reset", "latest")),
             str(configs.get("share.isolation.level", "read_uncommitted")) == "read_committed",
+            str(configs.get("share.renew.acknowledge.enable", "true")).lower() != "false",
         )
 
     # -- metrics ------------------------------------------------------------------------------------
@@ -324,6 +327,8 @@ class SharePartitionManager:
             code = exc.code if exc.code in _PASSED_ON else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return code, exc.message or None, set()
         settings = self.group_settings(group_id)
+        if not settings.renew_enabled and any(4 in types for _, _, types in batches):
+            return ErrorCode.INVALID_RECORD_STATE, "the group does not renew acquisition locks", set()
         async with entry.lock:
             now = trio.current_time()
             try:
