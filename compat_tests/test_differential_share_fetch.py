@@ -508,6 +508,28 @@ def test_renewals_refused_by_the_group(brokers):
     assert_same(on_both(brokers, "sf-no-renew-topic", scenario))
 
 
+def test_an_expired_lock(brokers):
+    """A group's share.record.lock.duration.ms (its least, 15 s): past it, the records go to another member with
+    their delivery count, and their first member's acknowledgement is refused."""
+    import time
+
+    def scenario(talk: Conversation):
+        set_group_configs(talk.client, "sf-expiry", share_record_lock_duration_ms="15000")
+        join(talk, "sf-expiry", "sf-expiry-topic", "member-e1", "member-e2")
+        script = Script(talk, "sf-expiry", "sf-expiry-topic")
+        seen = [script.fetch("member-e1", 0), script.fetch("member-e2", 0)]
+        script.produce(3)
+        seen.append(script.fetch("member-e1", 1))
+        seen.append(script.fetch("member-e2", 1))
+        time.sleep(16)
+        seen.append(script.fetch("member-e2", 2))
+        seen.append(script.acknowledge("member-e1", 2, [(0, 2, [ACCEPT])]))
+        seen.append(script.acknowledge("member-e2", 3, [(0, 2, [ACCEPT])]))
+        return seen
+
+    assert_same(on_both(brokers, "sf-expiry-topic", scenario))
+
+
 def test_a_restart_keeps_the_state(brokers):
     """Both brokers stopped and started again: what was acknowledged stays done with, a released record's
     delivery count goes on (its last delivery, whose session ended with the broker, counts)."""
