@@ -27,7 +27,8 @@ from trafka.wire.messages import (
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
-SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 6}
+SETTINGS = {**GROUP_SETTINGS, "group.share.record.lock.duration.ms": 15_000, "group.share.delivery.count.limit": 6,
+            "group.share.min.record.lock.duration.ms": 1000}
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 #: What a ShareFetch that only renews locks must say.
 RENEWING = dict(is_renew_ack=True, max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0)
@@ -509,19 +510,20 @@ def test_renewals_refused_by_the_group(brokers):
 
 
 def test_an_expired_lock(brokers):
-    """A group's share.record.lock.duration.ms (its least, 15 s): past it, the records go to another member with
-    their delivery count, and their first member's acknowledgement is refused."""
+    """A group's share.record.lock.duration.ms (2 s, group.share.min.record.lock.duration.ms allowing it): past it,
+    the records go to another member with their delivery count, and their first member's acknowledgement is
+    refused."""
     import time
 
     def scenario(talk: Conversation):
-        set_group_configs(talk.client, "sf-expiry", share_record_lock_duration_ms="15000")
+        set_group_configs(talk.client, "sf-expiry", share_record_lock_duration_ms="2000")
         join(talk, "sf-expiry", "sf-expiry-topic", "member-e1", "member-e2")
         script = Script(talk, "sf-expiry", "sf-expiry-topic")
         seen = [script.fetch("member-e1", 0), script.fetch("member-e2", 0)]
         script.produce(3)
         seen.append(script.fetch("member-e1", 1))
         seen.append(script.fetch("member-e2", 1))
-        time.sleep(16)
+        time.sleep(3)
         seen.append(script.fetch("member-e2", 2))
         seen.append(script.acknowledge("member-e1", 2, [(0, 2, [ACCEPT])]))
         seen.append(script.acknowledge("member-e2", 3, [(0, 2, [ACCEPT])]))
