@@ -32,10 +32,15 @@ answered, log in as the new user and delete it.
 ACLs and client quotas: the admin clients that have the APIs create, describe and delete ACLs (confluent-kafka,
 kafka-python) and alter and describe client quotas (the Java ``Admin``).
 
+Share groups (KIP-932): confluent-kafka's ``ShareConsumer`` and the Java ``KafkaShareConsumer`` join a share
+group, fetch, accept, release and reject records in explicit acknowledgement mode (acknowledgements committed
+with ShareAcknowledge and piggy-backed on ShareFetch; confluent-kafka also in implicit mode) and leave; the Java
+``Admin`` describes the group and lists, alters and deletes its offsets.
+
 ``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by default
 those of the families of steps run, FAMILIES): the capture is not deterministic (topic names, timestamps,
 nonces, salts), so a full run rewrites every frame. ``--only FAMILY`` runs one family of steps only
-(transactions, sasl, acls, quotas): ``python -m compat_tests.fuzz.capture --only sasl --merge`` adds frames of
+(transactions, sasl, acls, quotas, share): ``python -m compat_tests.fuzz.capture --only sasl --merge`` adds frames of
 SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials and AlterUserScramCredentials to the committed
 corpus.
 """
@@ -97,6 +102,9 @@ SASL_APIS = (17, 36, 50, 51)
 ACL_APIS = (29, 30, 31)
 #: DescribeClientQuotas, AlterClientQuotas.
 QUOTA_APIS = (48, 49)
+#: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, DescribeShareGroupOffsets,
+#: AlterShareGroupOffsets, DeleteShareGroupOffsets.
+SHARE_APIS = (76, 77, 78, 79, 90, 91, 92)
 #: The Java admin client's transaction operations, run from source (java's single-file launcher).
 TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
 TXN_TIMEOUT_MS = 60_000
@@ -1076,6 +1084,101 @@ QUOTA_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractCon
 }
 
 
+# --------------------------------------------------------------------------------------- share groups
+# Share consumers (KIP-932) join a share group (ShareGroupHeartbeat), fetch (ShareFetch), acknowledge records
+# one by one in explicit mode, accepting, releasing and rejecting them, on a commit (ShareAcknowledge) and
+# piggy-backed on the next ShareFetch, and leave. The Java Admin then describes the group (ShareGroupDescribe)
+# and lists, alters and deletes its offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+# DeleteShareGroupOffsets).
+
+def _share_topic(bootstrap: str, prefix: str) -> tuple[str, str]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"golden-share-{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("librdkafka")})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10).values():
+        future.result(20)
+    return topic, f"{topic}-group"
+
+
+def _share_produce(bootstrap: str, topic: str, prefix: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "logger": logging.getLogger("librdkafka")})
+    for message in _messages(prefix):
+        producer.produce(topic, key=message.key, value=message.value, partition=0)
+    producer.flush(10)
+
+
+def confluent_share(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    topic, group = _share_topic(bootstrap, "ck")
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    for mode in ("explicit", "implicit"):
+        with step(f"share consumer, {mode} acknowledgement: join, fetch, acknowledge, leave"):
+            consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                      "share.acknowledgement.mode": mode, **quiet})
+            try:
+                consumer.subscribe([topic])
+                for _ in range(10):  # joined and assigned: no records yet
+                    consumer.poll(0.5)
+                _share_produce(bootstrap, topic, f"share-{mode}")
+                kinds = itertools.cycle([AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT])
+                deadline = time.monotonic() + 20
+                got = 0
+                while got < 6 and time.monotonic() < deadline:
+                    messages = consumer.poll(0.5)
+                    got += sum(m.error() is None for m in messages)
+                    if mode == "explicit" and messages:
+                        for message in messages:
+                            consumer.acknowledge(message, next(kinds))
+                        consumer.commit_sync()
+                for _ in range(4):  # released records again, accepted: piggy-backed on the next ShareFetch
+                    for message in consumer.poll(0.5):
+                        if mode == "explicit":
+                            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            finally:
+                consumer.close()
+
+
+def java_share(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    driver = shared_java_driver()
+    topic, group = _share_topic(bootstrap, "java")
+    name = f"{group}-consumer"
+    with step("share consumer, explicit acknowledgement: join, fetch, release, reject, accept, leave"):
+        driver.call("share_open", bootstrap=bootstrap, name=name, group_id=group, topics=[topic],
+                    settings={"share.acknowledgement.mode": "explicit"})
+        try:
+            for _ in range(4):  # joined and assigned
+                driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=1000)
+            _share_produce(bootstrap, topic, "share-java")
+            # released (acknowledged with commitSync: ShareAcknowledge), delivered again and rejected, then
+            # accepted without a commit: piggy-backed on the next ShareFetch
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="release", commit=True)
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="reject", commit=True)
+            _share_produce(bootstrap, topic, "share-java-more")
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="accept")
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=1000)
+            with step("describe the share group"):
+                driver.call("describe_share_groups", bootstrap=bootstrap, group_ids=[group])
+        finally:
+            driver.call("share_close", bootstrap=bootstrap, name=name)
+    with step("share group offsets: list, alter, delete"):
+        driver.call("describe_share_groups", bootstrap=bootstrap, group_ids=[group])
+        driver.call("list_share_group_offsets", bootstrap=bootstrap, group_id=group)
+        driver.call("alter_share_group_offsets", bootstrap=bootstrap, group_id=group,
+                    offsets=[[topic, 0, 1], [topic, 1, 0]])
+        driver.call("list_share_group_offsets", bootstrap=bootstrap, group_id=group)
+        driver.call("delete_share_group_offsets", bootstrap=bootstrap, group_id=group, topics=[topic])
+
+
+SHARE_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "confluent-kafka": confluent_share,
+    "java": java_share,
+}
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -1092,6 +1195,7 @@ FAMILIES: dict[str, tuple[dict, bool, tuple[int, ...]]] = {
     "sasl": (SASL_SCENARIOS, True, SASL_APIS),
     "acls": (ACL_SCENARIOS, False, ACL_APIS),
     "quotas": (QUOTA_SCENARIOS, False, QUOTA_APIS),
+    "share": (SHARE_SCENARIOS, False, SHARE_APIS),
 }
 
 
@@ -1163,7 +1267,9 @@ def capture(clients: list[str], *, work_dir: Path, only: str | None = None) -> l
         port, sasl_port = probe.getsockname()[1], sasl_probe.getsockname()[1]
     broker = BrokerProcess(data_dir, name="capture",
                            overrides={**sasl.sasl_overrides(port, sasl_port, advertised=(proxy.port, sasl_proxy.port)),
-                                      "group.initial.rebalance.delay.ms": 0})
+                                      "group.initial.rebalance.delay.ms": 0,
+                                      "group.share.heartbeat.interval.ms": 1000,
+                                      "group.share.min.heartbeat.interval.ms": 1000})
     broker.start(port)
     proxy.start((BIND_HOST, port))
     sasl_proxy.start((BIND_HOST, sasl_port))
@@ -1207,7 +1313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=list(FAMILIES),
                         help="run one family of steps of each client only: transactions, sasl (logins, SCRAM user "
                              "administration), acls (CreateAcls, DescribeAcls, DeleteAcls) or quotas "
-                             "(DescribeClientQuotas, AlterClientQuotas)")
+                             "(DescribeClientQuotas, AlterClientQuotas) or share (share consumers and share group "
+                             "administration)")
     parser.add_argument("--merge", nargs="*", type=int, metavar="API_KEY",
                         help="keep the frames of --out as they are and add the new frames of these api keys "
                              "(none given: the APIs of the families of steps run, "

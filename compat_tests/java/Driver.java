@@ -162,6 +162,7 @@ public final class Driver {
             case "share_close": return shareClose(c);
             case "list_share_group_offsets": return listShareGroupOffsets(c);
             case "alter_share_group_offsets": return alterShareGroupOffsets(c);
+            case "describe_share_groups": return describeShareGroups(c);
             case "delete_share_group_offsets": return withAdmin(c, a -> a.deleteShareGroupOffsets(
                     c.string("group_id"), new HashSet<>(c.strings("topics"))).all().get());
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
@@ -720,6 +721,26 @@ public final class Driver {
             offsets.sort(Comparator.comparing((List<Object> o) -> (String) o.get(0))
                     .thenComparing(o -> (Integer) o.get(1)));
             return offsets;
+        });
+    }
+
+    /** Admin.describeShareGroups: {group id: [state, [[member client id, [[topic, partition], ...]], ...]]}. */
+    private Object describeShareGroups(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            Map<String, Object> out = new java.util.TreeMap<>();
+            for (Map.Entry<String, org.apache.kafka.clients.admin.ShareGroupDescription> e : a.describeShareGroups(
+                    c.strings("group_ids")).all().get().entrySet()) {
+                List<Object> members = new ArrayList<>();
+                for (org.apache.kafka.clients.admin.ShareMemberDescription m : e.getValue().members()) {
+                    List<Object> assigned = new ArrayList<>();
+                    for (TopicPartition tp : m.assignment().topicPartitions()) {
+                        assigned.add(Arrays.asList(tp.topic(), tp.partition()));
+                    }
+                    members.add(Arrays.asList(m.clientId(), assigned));
+                }
+                out.put(e.getKey(), Arrays.asList(e.getValue().groupState().toString(), members));
+            }
+            return out;
         });
     }
 
