@@ -35,7 +35,12 @@ kafka-python) and alter and describe client quotas (the Java ``Admin``).
 Share groups (KIP-932): confluent-kafka's ``ShareConsumer`` and the Java ``KafkaShareConsumer`` join a share
 group, fetch, accept, release and reject records in explicit acknowledgement mode (acknowledgements committed
 with ShareAcknowledge and piggy-backed on ShareFetch; confluent-kafka also in implicit mode) and leave; the Java
-``Admin`` describes the group and lists, alters and deletes its offsets.
+``Admin`` describes the group and lists, alters and deletes its offsets. The share state APIs
+(InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+ReadShareGroupStateSummary) are sent by brokers only: they are recorded between two trafka brokers on a real
+ZooKeeper (``share_state_between_brokers``), as client ``trafka-broker``. Which requests cross from one broker to
+the other depends on where the partitions' leaders and the share coordinators of their keys land; the script
+names those it missed, and another ``--only share --merge 83 84 85 86 87`` adds them.
 
 ``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by default
 those of the families of steps run, FAMILIES): the capture is not deterministic (topic names, timestamps,
@@ -69,6 +74,7 @@ from pathlib import Path
 
 from compat_tests.clients import (
     CLIENTS,
+    ClientError,
     JAVA_DIR,
     JS_DRIVER,
     JavaClient,
@@ -78,7 +84,7 @@ from compat_tests.clients import (
     shared_java_driver,
 )
 from compat_tests.fuzz import sasl
-from compat_tests.fuzz.corpus import CORPUS_PATH, GoldenFrame, load_corpus, save_corpus
+from compat_tests.fuzz.corpus import BROKER_CLIENT, CORPUS_PATH, GoldenFrame, load_corpus, save_corpus
 from compat_tests.harness import BIND_HOST, BrokerProcess
 
 log = logging.getLogger("capture")
@@ -105,6 +111,10 @@ QUOTA_APIS = (48, 49)
 #: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, DescribeShareGroupOffsets,
 #: AlterShareGroupOffsets, DeleteShareGroupOffsets.
 SHARE_APIS = (76, 77, 78, 79, 90, 91, 92)
+#: InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+#: ReadShareGroupStateSummary: sent by brokers only, recorded between two trafka brokers
+#: (`share_state_between_brokers`); ``--only share --merge`` adds them too.
+SHARE_STATE_APIS = (83, 84, 85, 86, 87)
 #: The Java admin client's transaction operations, run from source (java's single-file launcher).
 TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
 TXN_TIMEOUT_MS = 60_000
@@ -1179,6 +1189,120 @@ SHARE_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractCon
 }
 
 
+# The share state APIs (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+# DeleteShareGroupState, ReadShareGroupStateSummary) are sent by brokers only: a share partition's leader and a
+# share group's coordinator send them to the share coordinator of the key (broker/share/persister.py). Two trafka
+# brokers on a real ZooKeeper, each advertising the address of a recording proxy, so that they reach each other
+# through the proxies; frames recorded there are labelled BROKER_CLIENT. Share consumers read a topic whose
+# partitions and share state keys are spread over both brokers, and the Java Admin lists, alters and deletes the
+# group's offsets, so that each of these requests crosses from one broker to the other.
+
+SHARE_STATE_PARTITIONS = 8
+
+
+def share_state_between_brokers(work_dir: Path) -> list[GoldenFrame]:
+    """The share state requests two trafka brokers sent each other while share consumers and the Java Admin used
+    a share group (see above)."""
+    from compat_tests.cluster import CLUSTER_SETTINGS, wait_until_registered
+    from compat_tests.cluster import Cluster
+    from compat_tests.zookeeper import ZooKeeperServer
+
+    frames: list[GoldenFrame] = []
+    zookeeper = ZooKeeperServer(work_dir / "zookeeper", name="capture-zookeeper")
+    zookeeper.start()
+    proxies = [RecordingProxy(frames), RecordingProxy(frames)]
+    brokers: list[BrokerProcess] = []
+    connect = f"{zookeeper.connect_string}/trafka-capture"
+    try:
+        ports = []
+        for _ in proxies:
+            with socket.create_server((BIND_HOST, 0)) as probe:
+                ports.append(probe.getsockname()[1])
+        for node_id, (proxy, port) in enumerate(zip(proxies, ports, strict=True), start=1):
+            proxy.label = BROKER_CLIENT
+            brokers.append(BrokerProcess(work_dir / f"broker{node_id}", name=f"capture-broker{node_id}", overrides={
+                **CLUSTER_SETTINGS, "broker.id": node_id, "zookeeper.connect": connect,
+                "listeners": f"PLAINTEXT://{BIND_HOST}:{port}",
+                "advertised.listeners": f"PLAINTEXT://{BIND_HOST}:{proxy.port}",
+                "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0,
+                "share.coordinator.state.topic.num.partitions": SHARE_STATE_PARTITIONS,
+                "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1,
+                "group.share.heartbeat.interval.ms": 1000, "group.share.min.heartbeat.interval.ms": 1000}))
+            proxy.start((BIND_HOST, port))
+        for broker, port in zip(brokers, ports, strict=True):
+            broker.start(port)
+        wait_until_registered(Cluster(brokers))
+        bootstrap = ",".join(f"{BIND_HOST}:{proxy.port}" for proxy in proxies)
+        _share_state_scenario(bootstrap)
+        time.sleep(1)
+    finally:
+        for proxy in proxies:
+            proxy.close()
+        for broker in brokers:
+            broker.stop()
+        zookeeper.close()
+    for broker in brokers:
+        if "Traceback" in broker.log_text():
+            print(f"{broker.name} logged a traceback:\n{broker.log_tail(80)}", file=sys.stderr)
+    state = [frame for frame in frames if frame.api_key in SHARE_STATE_APIS]
+    print(f"  {BROKER_CLIENT}: {len(frames)} frames between the brokers, of the share state APIs: "
+          + ", ".join(f"{GoldenFrame.from_frame(BROKER_CLIENT, f.frame).name.split(' from ')[0]}"
+                      for f in {f.api_key: f for f in state}.values()), file=sys.stderr)
+    return state
+
+
+def _share_state_scenario(bootstrap: str) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    topic = f"golden-share-state-{uuid.uuid4().hex[:8]}"
+    group = f"{topic}-group"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
+    for future in admin.create_topics([NewTopic(topic, SHARE_STATE_PARTITIONS, 1)], operation_timeout=10).values():
+        future.result(20)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit", **quiet})
+    try:
+        consumer.subscribe([topic])
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **quiet})
+        kinds = itertools.cycle([AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT])
+        deadline = time.monotonic() + 40
+        got = 0
+        # Records go to every partition until the consumer, once assigned, has some of each (those produced
+        # before its share partitions start are not delivered); their state is written with each acknowledgement.
+        while got < 3 * SHARE_STATE_PARTITIONS and time.monotonic() < deadline:
+            for partition in range(SHARE_STATE_PARTITIONS):
+                producer.produce(topic, value=b"state-%d-%d" % (partition, got), partition=partition)
+            producer.flush(10)
+            messages = consumer.poll(1.0)
+            got += sum(m.error() is None for m in messages)
+            for message in messages:
+                consumer.acknowledge(message, next(kinds))
+            if messages:
+                consumer.commit_sync()
+        for _ in range(4):
+            for message in consumer.poll(0.5):
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        print(f"  {BROKER_CLIENT}: a share consumer between two brokers: {got} records", file=sys.stderr)
+    finally:
+        consumer.close()
+    driver = shared_java_driver()
+    # DescribeShareGroupOffsets: ReadShareGroupStateSummary; AlterShareGroupOffsets: InitializeShareGroupState;
+    # DeleteShareGroupOffsets: DeleteShareGroupState, each from the group's coordinator.
+    steps = [("list_share_group_offsets", {}),
+             ("alter_share_group_offsets", {"offsets": [[topic, p, 1] for p in range(SHARE_STATE_PARTITIONS)]}),
+             ("list_share_group_offsets", {}),
+             ("delete_share_group_offsets", {"topics": [topic]})]
+    for op, arguments in steps:
+        try:
+            driver.call(op, bootstrap=bootstrap, group_id=group, **arguments)
+        except ClientError as exc:
+            print(f"  {BROKER_CLIENT}: {op}: failed: {exc!r:.300}", file=sys.stderr)
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -1195,7 +1319,7 @@ FAMILIES: dict[str, tuple[dict, bool, tuple[int, ...]]] = {
     "sasl": (SASL_SCENARIOS, True, SASL_APIS),
     "acls": (ACL_SCENARIOS, False, ACL_APIS),
     "quotas": (QUOTA_SCENARIOS, False, QUOTA_APIS),
-    "share": (SHARE_SCENARIOS, False, SHARE_APIS),
+    "share": (SHARE_SCENARIOS, False, SHARE_APIS + SHARE_STATE_APIS),
 }
 
 
@@ -1303,6 +1427,17 @@ def capture(clients: list[str], *, work_dir: Path, only: str | None = None) -> l
         broker.stop()
     if "Traceback" in broker.log_text():
         print(f"the broker logged a traceback during the capture:\n{broker.log_tail(80)}", file=sys.stderr)
+    if only in (None, "share"):
+        print(f"{BROKER_CLIENT}:", file=sys.stderr)
+        started = time.monotonic()
+        try:
+            frames += share_state_between_brokers(work_dir / "share-state")
+        except Exception as exc:  # the frames of the clients stay
+            print(f"  {BROKER_CLIENT}: share state between two brokers: failed: {exc!r:.300}", file=sys.stderr)
+            log.debug("%s", traceback.format_exc())
+        else:
+            print(f"  {BROKER_CLIENT}: share state between two brokers: {time.monotonic() - started:.1f} s",
+                  file=sys.stderr)
     return list(frames)
 
 
