@@ -86,7 +86,9 @@ async def _describe(ctx: RequestContext, group_id: str, topic, index: int) -> Pa
     except KafkaError:
         return Partition(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1)
     lag = -1
-    if summary.start_offset != -1 and summary.delivery_complete_count != -1 and 0 <= index < len(topic.partitions):
-        lag = topic.partitions[index].high_watermark - summary.start_offset - summary.delivery_complete_count
+    partition = topic.partitions[index] if 0 <= index < len(topic.partitions) else None
+    if summary.start_offset != -1 and summary.delivery_complete_count != -1 and partition is not None:
+        # (-1 for a partition without a replica on this broker: its high watermark is not known here)
+        lag = partition.high_watermark - summary.start_offset - summary.delivery_complete_count
     return Partition(partition_index=index, start_offset=summary.start_offset, leader_epoch=summary.leader_epoch,
                      lag=lag)
