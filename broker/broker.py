@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from trafka.broker.txn.channel import PeerChannel
     from trafka.broker.txn.coordinator import TransactionCoordinator
     from trafka.broker.txn.markers import TxnMarker
+    from trafka.broker.share.manager import SharePartitionManager
+    from trafka.broker.share.coordinator import ShareCoordinator
+    from trafka.broker.share.state import SharePersister
     from trafka.broker.metrics import Metrics
     from trafka.broker.cluster.users import ClusterScramCredentials
     from trafka.broker.cluster.acls import ClusterAcls
@@ -48,6 +51,9 @@ if TYPE_CHECKING:
     from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: The internal topic of the share coordinator (broker.share.coordinator; imported only when share groups are used).
+SHARE_STATE_TOPIC = "__share_group_state"
 
 # How often recovery points and high watermarks are checkpointed (Kafka's
 # log.flush.offset.checkpoint.interval.ms and replica.high.watermark.checkpoint.interval.ms).
@@ -123,6 +129,9 @@ class Broker:
         self.metrics: Metrics | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
+        self._shares: ShareCoordinator | None = None
+        self._share_persister: SharePersister | None = None
+        self._share_partitions: SharePartitionManager | None = None
         self._background: trio.CancelScope | None = None
         self._background_tasks: trio.Nursery | None = None
 
@@ -164,6 +173,8 @@ class Broker:
             self._groups.on_partition_leadership(partition.index, leading)
         elif partition.topic == TRANSACTION_STATE_TOPIC and self._transactions is not None:
             self._transactions.on_partition_leadership(partition.index, leading)
+        elif partition.topic == SHARE_STATE_TOPIC and self._shares is not None:
+            self._shares.on_partition_leadership(partition.index, leading)
 
     async def change_dynamic_configs(
         self, defaults: bool, change: Callable[[dict[str, str]], dict[str, str]], *, validate_only: bool = False
@@ -257,6 +268,65 @@ class Broker:
             self._background_tasks.start_soon(self._transactions.run)
         return self._transactions
 
+    def share_coordinator(self) -> ShareCoordinator:
+        """The share coordinator: the state of share groups' partitions (kept in ``__share_group_state``). The
+        first call starts it with the broker's background tasks."""
+        if self._shares is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the share coordinator runs with the broker's background tasks")
+            from trafka.broker.share.coordinator import ShareCoordinator
+
+            self._shares = ShareCoordinator(self.config.properties, self.topics, single_node=self.cluster is None,
+                                            topic_partitions=self._topic_partitions)
+            self._background_tasks.start_soon(self._shares.run)
+        return self._shares
+
+    def _topic_partitions(self, topic_id) -> int | None:
+        topic = self.topics.by_id(topic_id)
+        return None if topic is None else len(topic.partitions)
+
+    def share_persister(self) -> SharePersister:
+        """Where share partitions keep their state: the share coordinator leading the key's ``__share_group_state``
+        partition, in this process or on another broker of the cluster (broker.share.persister)."""
+        if self._share_persister is None:
+            from trafka.broker.share.persister import ClusterPersister, LocalPersister
+
+            if self.cluster is None:
+                self._share_persister = LocalPersister(self.share_coordinator)
+            else:
+                from trafka.broker.security.inter_broker import inter_broker_security
+
+                self._share_persister = ClusterPersister(self.share_coordinator, self.node_id, self.topics.live_brokers,
+                                                         security=inter_broker_security(self.config))
+        return self._share_persister
+
+    def share_manager(self) -> SharePartitionManager:
+        """The share partitions this broker leads, their share sessions and acquisition locks (ShareFetch and
+        ShareAcknowledge, broker.share.manager). The first call starts it with the broker's background tasks."""
+        if self._share_partitions is None:
+            if self._background_tasks is None:
+                raise RuntimeError("the share partition manager runs with the broker's background tasks")
+            from trafka.broker.share.manager import SharePartitionManager
+
+            groups = self.group_coordinator()
+            self._share_partitions = SharePartitionManager(
+                self.config.properties, self.share_persister,
+                group_configs=getattr(groups, "share_group_config", None),
+                group_members=lambda group_id: (lambda group: None if group is None else len(group.members))(
+                    groups.share_group(group_id)))
+            register = getattr(groups, "on_share_member_left", None)
+            if register is not None:
+                register(self._share_partitions.member_left)
+            if self.metrics is not None:
+                self.metrics.watch_share_partitions(self._share_partitions)
+            self._background_tasks.start_soon(self._share_partitions.run)
+        return self._share_partitions
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client's connection closed: the share sessions last used on it end, their records released."""
+        if self._share_partitions is not None:
+            self._share_partitions.connection_closed(connection_id)
+
     async def _offsets_partition_for(self, group_id: str) -> int:
         """The partition of ``__consumer_offsets`` that holds ``group_id`` (AddOffsetsToTxn), with the
         topic in place: a transaction may name a group before any group request created it."""
@@ -318,6 +388,8 @@ class Broker:
                     self.group_coordinator()  # which replays the topic
                 if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
                     self.transaction_coordinator()
+                if self.topics.get(SHARE_STATE_TOPIC) is not None:
+                    self.share_coordinator()
                 task_status.started()
                 from trafka.broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
 
@@ -386,6 +458,8 @@ class Broker:
             self._background.cancel()
         if self._groups is not None:
             self._groups.stop()
+        if self._shares is not None:
+            self._shares.stop()
         if self.log_manager.loaded:
             self.log_manager.close()
             log.info("logs flushed and checkpointed")

@@ -90,6 +90,10 @@ class Metrics:
     def bytes_out(self, topic: str, size: int) -> None:
         self._bytes_out.labels(topic).inc(size)
 
+    def watch_share_partitions(self, manager) -> None:
+        """Read the share partitions' figures (broker.share.manager) at each scrape, from now on."""
+        self.registry.register(_ShareCollector(manager))
+
 
 class _StateCollector:
     """What the broker holds, read at each scrape."""
@@ -125,8 +129,9 @@ class _StateCollector:
                                 "Partitions led here whose ISR is smaller than their replica set.",
                                 value=under_replicated)
         yield GaugeMetricFamily("trafka_connections", "Open client connections.", value=self.connections())
-        groups = GaugeMetricFamily("trafka_groups", "Consumer groups, by type and state.", labels=["type", "state"])
-        members = GaugeMetricFamily("trafka_group_members", "Members of a consumer group.", labels=["group"])
+        groups = GaugeMetricFamily("trafka_groups", "Groups, by type (classic, consumer, share) and state.",
+                                   labels=["type", "state"])
+        members = GaugeMetricFamily("trafka_group_members", "Members of a group.", labels=["group"])
         coordinator = self.groups()
         if coordinator is not None and coordinator.active:
             counts: dict[tuple[str, str], int] = {}
@@ -137,3 +142,34 @@ class _StateCollector:
             for (kind, state), count in sorted(counts.items()):
                 groups.add_metric([kind, state], count)
         yield from (groups, members)
+
+
+class _ShareCollector:
+    """The share partitions led here, read at each scrape: records in flight and archived, expired locks."""
+
+    def __init__(self, manager) -> None:
+        self.manager = manager
+
+    def collect(self) -> Iterable[object]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily("trafka_share_in_flight_records",
+                                      "Records of a share partition in flight (from its start offset to its end).",
+                                      labels=labels)
+        acquired = GaugeMetricFamily("trafka_share_acquired_records", "Records of a share partition acquired now.",
+                                     labels=labels)
+        archived = CounterMetricFamily("trafka_share_archived_records",
+                                       "Records of a share partition archived (rejected, past the delivery limit, "
+                                       "aborted).", labels=labels)
+        expired = CounterMetricFamily("trafka_share_lock_expiries",
+                                      "Acquisition locks of a share partition that ran out.", labels=labels)
+        for share_partition in self.manager.share_partitions():
+            names = [share_partition.group_id, share_partition.topic, str(share_partition.partition)]
+            in_flight.add_metric(names, share_partition.in_flight_records)
+            acquired.add_metric(names, share_partition.acquired_records())
+            archived.add_metric(names, share_partition.archived_records)
+            expired.add_metric(names, share_partition.lock_expiries)
+        yield from (in_flight, acquired, archived, expired)
+        yield GaugeMetricFamily("trafka_share_sessions", "Share sessions kept by this broker.",
+                                value=len(self.manager.sessions))

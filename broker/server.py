@@ -162,6 +162,7 @@ class Server:
         try:
             await connection.run()
         finally:
+            self.broker.connection_closed(connection.connection_id)
             self.connection_quotas.release(connection.listener.name, address)
             self._connections.discard(connection)
             if not self._connections:

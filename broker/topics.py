@@ -41,7 +41,9 @@ _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 OFFSETS_TOPIC = "__consumer_offsets"
 #: The transaction coordinator's topic (see broker.txn.coordinator).
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+#: The share coordinator's topic (see broker.share.coordinator).
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 def _partitions(count: int) -> str:

@@ -1,6 +1,7 @@
 """Fuzzing: mutated golden frames from real clients against a real broker process.
 
-A short campaign (``compat_tests/fuzz/``): frames that real clients sent for every API trafka serves,
+A short campaign (``compat_tests/fuzz/``): frames that real clients sent for every API trafka serves (for the
+share state APIs, which only brokers send, frames trafka brokers sent each other),
 mutated with a fixed seed (bit flips, overwritten counts and lengths, truncation, api key and version
 swaps, random tails, wrong size prefixes), each sent on its own connection while a confluent-kafka
 client keeps producing and consuming. The broker must stay up, its RSS must grow by less than 64 MB,
@@ -35,7 +36,7 @@ from compat_tests.fuzz.campaign import (
     sasl_served_settings,
     start_sasl_broker,
 )
-from compat_tests.fuzz.corpus import load_corpus
+from compat_tests.fuzz.corpus import BROKER_CLIENT, load_corpus
 from compat_tests.fuzz.mutate import (
     MUTATIONS,
     SASL_SCENARIOS,
@@ -55,12 +56,20 @@ def corpus():
     return load_corpus()
 
 
+#: The share state APIs, which only brokers send (a share partition's leader and a share group's coordinator, to
+#: the share coordinator of a key): their golden frames are those trafka brokers sent each other, recorded between
+#: two of them (``capture.share_state_between_brokers``).
+BROKER_TO_BROKER_APIS = {83, 84, 85, 86, 87}
+
+
 def test_the_corpus_holds_every_served_api_from_real_clients(corpus) -> None:
+    """Every served API has golden frames from real clients; those only brokers send, from trafka brokers."""
     served = served_versions()
     sent = {frame.api_key for frame in corpus}
     missing = sorted(key for key in served if key not in sent)
     assert not missing, f"no golden frame for api keys {missing}: run python -m compat_tests.fuzz.capture"
     assert len({frame.client for frame in corpus}) >= 5
+    assert {frame.client for frame in corpus if frame.api_key in BROKER_TO_BROKER_APIS} == {BROKER_CLIENT}
     for frame in corpus:
         low, high = served.get(frame.api_key, (0, -1))
         assert low <= frame.api_version <= high, f"{frame.name} is not a served version"

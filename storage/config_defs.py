@@ -382,6 +382,57 @@ def _broker(name: str, config_type: ConfigType, default: Any, doc: str, field: s
     return ConfigDef(name, config_type, default, doc, field=field, **facts)
 
 
+def _group_config_settings() -> tuple[ConfigDef, ...]:
+    """Broker settings that are only the defaults and bounds of group configs (GROUP config resources): the
+    default a group's config shows, and the range IncrementalAlterConfigs and AlterConfigs keep it in."""
+    note = "the default or bound of a group config; trafka serves no streams groups"
+    rows: list[tuple[str, ConfigType, Any, str]] = [
+        ("group.consumer.min.session.timeout.ms", _T.INT, 45_000, "Least consumer.session.timeout.ms of a group."),
+        ("group.consumer.max.session.timeout.ms", _T.INT, 60_000, "Greatest consumer.session.timeout.ms of a group."),
+        ("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, "Least consumer.heartbeat.interval.ms of a group."),
+        ("group.consumer.max.heartbeat.interval.ms", _T.INT, 15_000,
+         "Greatest consumer.heartbeat.interval.ms of a group."),
+        ("group.consumer.assignment.interval.ms", _T.INT, 1000,
+         "Default consumer.assignment.interval.ms of a group (least time between two target assignments)."),
+        ("group.consumer.min.assignment.interval.ms", _T.INT, 0, "Least consumer.assignment.interval.ms of a group."),
+        ("group.consumer.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest consumer.assignment.interval.ms of a group."),
+        ("group.consumer.assignor.offload.enable", _T.BOOLEAN, True,
+         "Default consumer.assignor.offload.enable of a group."),
+        ("group.share.min.assignment.interval.ms", _T.INT, 0, "Least share.assignment.interval.ms of a share group."),
+        ("group.share.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest share.assignment.interval.ms of a share group."),
+        ("group.share.min.delivery.count.limit", _T.INT, 2, "Least share.delivery.count.limit of a share group."),
+        ("group.share.max.delivery.count.limit", _T.INT, 10, "Greatest share.delivery.count.limit of a share group."),
+        ("group.share.min.partition.max.record.locks", _T.INT, 100,
+         "Least share.partition.max.record.locks of a share group."),
+        ("group.share.max.partition.max.record.locks", _T.INT, 4000,
+         "Greatest share.partition.max.record.locks of a share group."),
+        ("group.streams.session.timeout.ms", _T.INT, 45_000, "Default streams.session.timeout.ms of a group."),
+        ("group.streams.min.session.timeout.ms", _T.INT, 45_000, "Least streams.session.timeout.ms of a group."),
+        ("group.streams.max.session.timeout.ms", _T.INT, 60_000, "Greatest streams.session.timeout.ms of a group."),
+        ("group.streams.heartbeat.interval.ms", _T.INT, 5000, "Default streams.heartbeat.interval.ms of a group."),
+        ("group.streams.min.heartbeat.interval.ms", _T.INT, 5000, "Least streams.heartbeat.interval.ms of a group."),
+        ("group.streams.max.heartbeat.interval.ms", _T.INT, 15_000,
+         "Greatest streams.heartbeat.interval.ms of a group."),
+        ("group.streams.assignment.interval.ms", _T.INT, 1000, "Default streams.assignment.interval.ms of a group."),
+        ("group.streams.min.assignment.interval.ms", _T.INT, 0, "Least streams.assignment.interval.ms of a group."),
+        ("group.streams.max.assignment.interval.ms", _T.INT, 15_000,
+         "Greatest streams.assignment.interval.ms of a group."),
+        ("group.streams.assignor.offload.enable", _T.BOOLEAN, True,
+         "Default streams.assignor.offload.enable of a group."),
+        ("group.streams.assignors", _T.LIST, "sticky", "Task assignors of streams groups (streams.assignor.name)."),
+        ("group.streams.initial.rebalance.delay.ms", _T.INT, 3000,
+         "Default streams.initial.rebalance.delay.ms of a group."),
+        ("group.streams.num.standby.replicas", _T.INT, 0, "Default streams.num.standby.replicas of a group."),
+        ("group.streams.max.standby.replicas", _T.INT, 2, "Greatest streams.num.standby.replicas of a group."),
+        ("group.streams.rack.aware.assignment.tags", _T.LIST, "",
+         "Default streams.rack.aware.assignment.tags of a group."),
+    ]
+    return tuple(_broker(name, config_type, default, doc, note=note if name.startswith("group.streams.") else None)
+                 for name, config_type, default, doc in rows)
+
+
 #: The broker's own settings: where it is and who it is, what it serves, and the settings each part of it
 #: reads (the ones held in ``BrokerConfig`` name their attribute, in the order they are parsed).
 _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
@@ -611,6 +662,27 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
     _broker("transaction.state.log.load.buffer.size", _T.INT, 5_242_880,
             "Bytes read at a time while a __transaction_state partition loads.",
             "transaction_state_log_load_buffer_size", minimum=1),
+    # The share coordinator (broker.share): the state of share groups' partitions in __share_group_state.
+    _broker("share.coordinator.state.topic.num.partitions", _T.INT, 50,
+            "Partitions of the __share_group_state topic, at its creation.", minimum=1),
+    _broker("share.coordinator.state.topic.replication.factor", _T.SHORT, 1,
+            "Replication factor of the __share_group_state topic, at its creation.", minimum=1, cluster_default=3),
+    _broker("share.coordinator.state.topic.min.isr", _T.SHORT, 1,
+            "min.insync.replicas of the __share_group_state topic, at its creation.", minimum=1, cluster_default=2),
+    _broker("share.coordinator.state.topic.segment.bytes", _T.INT, 104_857_600,
+            "segment.bytes of the __share_group_state topic, at its creation.", minimum=1),
+    _broker("share.coordinator.load.buffer.size", _T.INT, 5_242_880,
+            "Bytes read at a time while a __share_group_state partition loads.", minimum=1),
+    _broker("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500,
+            "Update records the share coordinator writes for a share partition between two snapshots of it.",
+            minimum=0),
+    _broker("share.coordinator.write.timeout.ms", _T.INT, 5000,
+            "How long a write to __share_group_state waits for its replicas.", minimum=1),
+    _broker("share.coordinator.state.topic.prune.interval.ms", _T.INT, 300_000,
+            "How often the records of __share_group_state that later snapshots supersede are deleted.", minimum=1),
+    _broker("share.coordinator.cold.partition.snapshot.interval.ms", _T.INT, 300_000,
+            "How often share partitions not snapshotted for that long are snapshotted again (so that their older "
+            "records can be deleted).", minimum=1),
     _broker("transactional.id.expiration.ms", _T.INT, 604_800_000,
             "How long a transactional id stays after its last transaction ended.", "transactional_id_expiration_ms",
             minimum=1),
@@ -636,6 +708,36 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             "group_consumer_max_size", minimum=1),
     _broker("group.consumer.assignors", _T.LIST, "uniform,range",
             "Server-side assignors of consumer groups, the first the default (names or Kafka's class names)."),
+    # Share groups (KIP-932, broker.groups.share): membership.
+    _broker("group.share.session.timeout.ms", _T.INT, 45_000,
+            "Session timeout of the members of a share group, where the group does not say "
+            "(share.session.timeout.ms).", minimum=1),
+    _broker("group.share.min.session.timeout.ms", _T.INT, 45_000,
+            "Least share.session.timeout.ms a share group may set.", minimum=1),
+    _broker("group.share.max.session.timeout.ms", _T.INT, 60_000,
+            "Greatest share.session.timeout.ms a share group may set.", minimum=1),
+    _broker("group.share.heartbeat.interval.ms", _T.INT, 5000,
+            "Heartbeat interval of the members of a share group, where the group does not say "
+            "(share.heartbeat.interval.ms).", minimum=1),
+    _broker("group.share.min.heartbeat.interval.ms", _T.INT, 5000,
+            "Least share.heartbeat.interval.ms a share group may set.", minimum=1),
+    _broker("group.share.max.heartbeat.interval.ms", _T.INT, 15_000,
+            "Greatest share.heartbeat.interval.ms a share group may set.", minimum=1),
+    _broker("group.share.max.size", _T.INT, 200, "Most members of a share group (GROUP_MAX_SIZE_REACHED beyond it).",
+            minimum=1, maximum=1000),
+    _broker("group.share.assignors", _T.LIST, "simple",
+            "Server-side assignor of share groups (Kafka's SimpleAssignor, by name or class name).",
+            note="only the simple assignor"),
+    _broker("group.share.assignment.interval.ms", _T.INT, 1000,
+            "Least time between two target assignments of a share group (share.assignment.interval.ms): members "
+            "that join meanwhile get their partitions at a heartbeat after it.", minimum=0),
+    _broker("group.share.assignor.offload.enable", _T.BOOLEAN, True,
+            "Whether share group assignments are computed off the coordinator's thread.",
+            note="accepted; the simple assignor runs at the heartbeat that needs it"),
+    _broker("group.share.initialize.retry.interval.ms", _T.INT, 30_000,
+            "How long before the share state of partitions a share group could not initialize is tried again.",
+            minimum=1, note="tried again at the group's next heartbeat"),
+    *_group_config_settings(),
     _broker("offsets.retention.check.interval.ms", _T.LONG, 600_000, "How often expired offsets are looked for.",
             "offsets_retention_check_interval_ms", minimum=1),
     _broker("offsets.commit.timeout.ms", _T.INT, 5000,
@@ -644,6 +746,22 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
     _broker("offset.metadata.max.bytes", _T.INT, 4096,
             "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond it).",
             "offset_metadata_max_bytes"),
+    # Share partitions (broker.share.manager): what a share group's consumers acquire, and for how long.
+    _broker("group.share.record.lock.duration.ms", _T.INT, 30_000,
+            "How long records acquired by a share consumer stay locked to it, where its group does not say "
+            "(share.record.lock.duration.ms).", minimum=1000, maximum=3_600_000),
+    _broker("group.share.min.record.lock.duration.ms", _T.INT, 15_000,
+            "Least share.record.lock.duration.ms a share group may set.", minimum=1000, maximum=30_000),
+    _broker("group.share.max.record.lock.duration.ms", _T.INT, 60_000,
+            "Greatest share.record.lock.duration.ms a share group may set.", minimum=30_000, maximum=3_600_000),
+    _broker("group.share.delivery.count.limit", _T.INT, 5,
+            "Deliveries of a record to share consumers before it is archived, where its group does not say "
+            "(share.delivery.count.limit).", minimum=2, maximum=10),
+    _broker("group.share.partition.max.record.locks", _T.INT, 2000,
+            "Most records of a share partition in flight (acquired or waiting for redelivery) at once, where its "
+            "group does not say (share.partition.max.record.locks).", minimum=100, maximum=10_000),
+    _broker("group.share.max.share.sessions", _T.INT, 2000,
+            "Most share sessions (ShareFetch) this broker keeps at once.", minimum=1),
     # DescribeTopicPartitions.
     _broker("max.request.partition.size.limit", _T.INT, 2000,
             "Most partitions one DescribeTopicPartitions response describes.", "max_request_partition_size_limit",
@@ -697,13 +815,26 @@ README_TABLES: dict[str, tuple[str, ...]] = {
         "controller.quota.window.size.seconds", "max.connections", "max.connections.per.ip",
         "max.connections.per.ip.overrides", "max.connection.creation.rate",
     ),
+    "share groups": (
+        "group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+        "group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
+        "group.share.max.heartbeat.interval.ms", "group.share.max.size", "group.share.assignors",
+        "group.share.assignment.interval.ms", "group.share.assignor.offload.enable",
+        "group.share.initialize.retry.interval.ms", "group.share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+        "group.share.delivery.count.limit", "group.share.partition.max.record.locks", "group.share.max.share.sessions",
+    ),
     "internal topics": (
         "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
         "offsets.topic.compression.codec", "offsets.load.buffer.size", "offsets.retention.minutes",
         "offsets.retention.check.interval.ms", "offsets.commit.timeout.ms", "offset.metadata.max.bytes",
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
-        "transaction.state.log.load.buffer.size",
+        "transaction.state.log.load.buffer.size", "share.coordinator.state.topic.num.partitions",
+        "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+        "share.coordinator.state.topic.segment.bytes", "share.coordinator.load.buffer.size",
+        "share.coordinator.snapshot.update.records.per.snapshot", "share.coordinator.write.timeout.ms",
+        "share.coordinator.state.topic.prune.interval.ms", "share.coordinator.cold.partition.snapshot.interval.ms",
     ),
 }
 

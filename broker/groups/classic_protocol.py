@@ -587,6 +587,9 @@ class ClassicGroupProtocol:
         group = coordinator.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return coordinator.consumer.classic_leave(group, members)
+        if group is not None and str(group.type) == "share":  # as Kafka: none of them is a member
+            return ErrorCode.NONE, [(member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                                    for member_id, instance_id, _ in members]
         if group is None or group.type is not GroupType.CLASSIC:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
         assert isinstance(group, ClassicGroup)

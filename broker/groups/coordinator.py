@@ -56,7 +56,10 @@ from trafka.broker.groups.classic import ClassicGroup, ClassicGroupMember, Group
 from trafka.broker.groups.classic_protocol import ClassicGroupProtocol
 from trafka.broker.groups.consumer import ConsumerGroup
 from trafka.broker.groups.consumer_protocol import ConsumerGroupProtocol
+from trafka.broker.groups.group_configs import GroupConfigStore
 from trafka.broker.groups.offsets import NO_OFFSET, OffsetAndMetadata, OffsetStore
+from trafka.broker.groups.share import ShareGroup, ShareGroupProtocol
+from trafka.broker.groups.share_records import SHARE_GROUP_KEY_TYPES, decode_share_group_value
 from trafka.broker.groups.records import (
     MAX_STRING_BYTES,
     GroupMetadataKey,
@@ -95,7 +98,7 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup
 
 _GROUP_ERROR_MESSAGES = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is stopping.",
@@ -169,6 +172,18 @@ class GroupCoordinator:
         self.timers = Timers()
         self.classic = ClassicGroupProtocol(self)
         self.consumer = ConsumerGroupProtocol(self)
+        self.share = ShareGroupProtocol(self)
+        #: Groups' own configs (GROUP config resources), read by share groups for their settings: in ZooKeeper
+        #: for a broker of a cluster (every broker serves the same ones), in the data directory otherwise.
+        cluster = getattr(topics, "cluster", None)
+        if cluster is not None:
+            from trafka.broker.cluster.group_configs import ClusterGroupConfigs
+
+            self.group_configs: GroupConfigStore | ClusterGroupConfigs = ClusterGroupConfigs(
+                lambda: cluster.client, cluster.node_id)
+        else:
+            self.group_configs = GroupConfigStore.load(config.data_dir)
+        self.share.group_configs = self.group_configs.configs
         self.runtime = CoordinatorRuntime(offsets_topic(config), self, topics, single_node=single_node)
         # A single node leads every partition of __consumer_offsets: load them all (as a broker of a
         # cluster loads those it leads now, and is told of the others as leadership moves).
@@ -190,6 +205,9 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.timers.run)
             await nursery.start(self.runtime.run)
+            await nursery.start(self.share.run)
+            if hasattr(self.group_configs, "run"):
+                await nursery.start(self.group_configs.run)
             task_status.started()
             while True:
                 await trio.sleep(self.retention_check_interval_ms / 1000)
@@ -390,6 +408,9 @@ class GroupCoordinator:
                     self.groups[key.group] = _group_from_metadata(
                         key.group, decode_group_metadata_value(value_bytes), self.now_ms()
                     )
+            elif type(key) in SHARE_GROUP_KEY_TYPES.values():  # -- share groups (KIP-932) --
+                share_value = None if value_bytes is None else decode_share_group_value(key, value_bytes)
+                self.share.replay(key, share_value)
             else:  # -- consumer groups (KIP-848) --
                 value = None if value_bytes is None else decode_consumer_group_value(key, value_bytes)
                 self.consumer.replay(key, value)
@@ -418,13 +439,17 @@ class GroupCoordinator:
         self.groups.pop(group.group_id, None)
 
     # -- consumer groups (KIP-848) next to classic ones --
-    def _protocol_of(self, group: Group) -> ClassicGroupProtocol | ConsumerGroupProtocol:
+    def _protocol_of(self, group: Group) -> ClassicGroupProtocol | ConsumerGroupProtocol | ShareGroupProtocol:
+        if isinstance(group, ShareGroup):
+            return self.share
         return self.consumer if isinstance(group, ConsumerGroup) else self.classic
 
     def _group_tombstones(self, group: Group) -> list[tuple[bytes, bytes | None]]:
         """The records that delete a group's metadata (its offsets are separate)."""
         if isinstance(group, ConsumerGroup):
             return list(self.consumer.tombstones(group))
+        if isinstance(group, ShareGroup):
+            return list(self.share.tombstones(group))
         return [(encode_key(GroupMetadataKey(group.group_id)), None)]
 
     def drop_group_metadata(self, group: Group) -> None:
@@ -474,6 +499,23 @@ class GroupCoordinator:
             self.offsets.remove(group_id, topic, partition)
         self.remove_group(group)
         log.info("deleted group %s", group_id)
+
+    # ============================================================================ share groups (KIP-932)
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group ``group_id`` coordinated here (its state, members, target assignment, subscribed
+        topics and share state partitions), or None."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ShareGroup) else None
+
+    def on_share_member_left(self, callback) -> None:
+        """Register ``callback(group_id, member_id)``: called when a member of a share group coordinated here
+        leaves the group or its session expires."""
+        self.share.add_member_left_listener(callback)
+
+    def share_group_config(self, group_id: str) -> dict[str, object]:
+        """The share settings of ``group_id``: the group's own configs over the broker's defaults."""
+        return self.share.effective_config(group_id)
 
     # ============================================================================ offsets
 
@@ -719,8 +761,10 @@ class GroupCoordinator:
                 expired = []
             records = [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in expired]
             # Not a group with an open transaction: its pending offsets would be left without a group.
+            # (A share group is not: it holds the share state of its partitions; DeleteGroups deletes it.)
             delete_group = (
-                group.is_empty
+                not isinstance(group, ShareGroup)
+                and group.is_empty
                 and len(expired) == len(self.offsets.partitions(group_id))
                 and not self.offsets.has_open_transactions(group_id)
             )

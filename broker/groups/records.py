@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from trafka.broker.groups.share_records import ShareGroupKey, decode_share_group_key, is_share_group_key_version
 from trafka.wire.primitives import (
     INT8,
     INT16,
@@ -165,7 +166,7 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # -- decoding -----------------------------------------------------------------------------------
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey:
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ShareGroupKey:
     """The key of a ``__consumer_offsets`` record; raises DecodeError for a version this coordinator
     does not know (share groups and other record types of newer Kafkas)."""
     buf = memoryview(data)
@@ -180,6 +181,8 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGrou
         return GroupMetadataKey(group)
     if version in _CONSUMER_GROUP_KEY_TYPES:
         return _decode_consumer_group_key(buf, version)
+    if is_share_group_key_version(version):
+        return decode_share_group_key(buf, version)
     raise DecodeError(f"__consumer_offsets key version {version} is not a record this coordinator knows")
 
 

@@ -14,6 +14,9 @@ at once. The topic defaults (``log.retention.ms``, ``log.segment.bytes``, ``mess
 change so; the broker's other settings are read at start-up only ("Cannot update these configs
 dynamically", INVALID_REQUEST), and a bad value is INVALID_REQUEST too, as Kafka answers for brokers.
 Which settings may change, and how their values are checked, is the catalog's (``trafka.storage.config_defs``).
+A GROUP resource (a group id, never empty: INVALID_REQUEST) replaces the group's own configs, checked as
+Kafka 4.4 checks group configs (an unknown name, a bad value or one outside the range the broker's
+``group.*.min/max`` settings allow: INVALID_CONFIG); they are kept across restarts.
 Other resource types are INVALID_REQUEST.
 
 Version notes: v2 is the first flexible version; v1 only changed quota behaviour.
@@ -38,7 +41,7 @@ from trafka.wire.protocol import ApiKey
 ResourceResult = AlterConfigsResponse.AlterConfigsResourceResponse
 
 # Resource types Kafka knows that this broker does not serve.
-_SUPPORTED_ELSEWHERE = frozenset({ResourceType.BROKER_LOGGER, ResourceType.CLIENT_METRICS, ResourceType.GROUP})
+_SUPPORTED_ELSEWHERE = frozenset({ResourceType.BROKER_LOGGER, ResourceType.CLIENT_METRICS})
 
 
 @handles(ApiKey.ALTER_CONFIGS, 0, 2)
@@ -67,11 +70,28 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                 await ctx.broker.change_dynamic_configs(
                     resource.resource_name == "", lambda _: dict(configs), validate_only=request.validate_only
                 )
+            elif resource.resource_type == ResourceType.GROUP:
+                await change_group_configs(ctx, resource.resource_name, lambda _, new=configs: dict(new),
+                                           validate_only=request.validate_only)
         except KafkaError as exc:
             responses.append(_result(resource, exc))
         else:
             responses.append(_result(resource))
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def change_group_configs(ctx: RequestContext, group_id: str, change, *, validate_only: bool) -> None:
+    """Replace the configs of group ``group_id`` by ``change(its configs)``, checked as Kafka checks them
+    (INVALID_CONFIG), and keep them (unless ``validate_only``)."""
+    import trio
+
+    from trafka.broker.groups.group_configs import validate
+
+    store = ctx.broker.group_coordinator().group_configs
+    configs = change(store.get(group_id))
+    validate(ctx.broker.config.properties, configs)
+    if not validate_only:
+        await trio.to_thread.run_sync(store.save, group_id, configs)
 
 
 def check_resource(
@@ -103,6 +123,9 @@ def check_resource(
                     ErrorCode.INVALID_REQUEST,
                     f"Unexpected broker id, expected {ctx.broker.node_id}, but received {resource_name}",
                 )
+    elif resource_type == ResourceType.GROUP:
+        if not resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
     elif resource_type in _SUPPORTED_ELSEWHERE:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,

@@ -4,7 +4,8 @@ Deletes empty groups together with their committed offsets (tombstones in ``__co
 Each group gets its own result: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (it still has members),
 INVALID_GROUP_ID (a null group id), NOT_COORDINATOR (its ``__consumer_offsets`` partition is not led
 here), COORDINATOR_LOAD_IN_PROGRESS while that partition loads, or COORDINATOR_NOT_AVAILABLE (the broker
-stops, or the tombstones are not replicated within offsets.commit.timeout.ms).
+stops, or the tombstones are not replicated within offsets.commit.timeout.ms). An empty share group's
+share state is deleted first, from the share coordinators of its partitions.
 With an authorizer, a group needs DELETE (GROUP_AUTHORIZATION_FAILED, listed after the others, as Kafka does).
 """
 from __future__ import annotations
@@ -30,6 +31,12 @@ async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest
             refused.append(Result(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         try:
+            share_group = coordinator.share_group(group_id)
+            if share_group is not None and share_group.is_empty and coordinator.is_serving(group_id):
+                # A share group's share state goes first, as Kafka deletes it (DeleteShareGroupState).
+                if coordinator.share.persister is None:
+                    coordinator.share.persister = getattr(ctx.broker, "share_persister", None)
+                await coordinator.share.delete_state(share_group)
             coordinator.delete_group(group_id)
             code = await coordinator.await_written(group_id)
             if code is ErrorCode.REQUEST_TIMED_OUT:  # Kafka's mapping of a write not replicated in time

@@ -22,7 +22,9 @@ Describes topic and broker config resources, as Apache Kafka reports them:
   (DEFAULT_CONFIG) unless ``server.properties`` sets them (STATIC_BROKER_CONFIG); the cleaner reads them
   at start-up, so unlike Kafka's, which takes all but ``log.cleaner.enable`` at run time, they are
   read-only and a dynamic change is refused. DOUBLE values are written as Java writes them (``1.0E-5``).
-* Group, client-metrics and broker-logger resources are not supported: INVALID_REQUEST.
+* A GROUP resource (a group id; the group need not exist) lists every group config Kafka 4.4 has: the
+  group's own value (GROUP_CONFIG) or the broker's default; an empty name is INVALID_REQUEST.
+* Client-metrics and broker-logger resources are not supported: INVALID_REQUEST.
 
 ``configuration_keys`` (null or empty for all) filters the configs by name. Synonyms are listed
 when ``include_synonyms`` is set, first the one in effect.
@@ -412,6 +414,23 @@ def config_refusal(ctx: RequestContext, operation: AclOperation, resource_type: 
     return KafkaError(code, _REFUSAL_MESSAGES[code])
 
 
+def describe_group(broker: Broker, name: str, *, include_synonyms: bool, include_documentation: bool
+                   ) -> list[ConfigResult]:
+    """Every group config of group ``name`` (which need not exist): its own value, or the broker's default."""
+    from trafka.broker.groups import group_configs
+
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    properties = broker.config.properties
+    own = broker.group_coordinator().group_configs.get(name)
+    return [
+        _entry(d.name, d.value, [Synonym(n, v, source) for n, v, source in d.synonyms], read_only=False,
+               sensitive=False, config_type=d.type, documentation=d.doc, include_synonyms=include_synonyms,
+               include_documentation=include_documentation)
+        for d in group_configs.describe(properties, own)
+    ]
+
+
 def _describe(
     broker: Broker,
     resource: DescribeConfigsRequest.DescribeConfigsResource,
@@ -423,6 +442,8 @@ def _describe(
         return describe_topic(broker, resource.resource_name, **options)
     if resource.resource_type == ResourceType.BROKER:
         return describe_broker(broker, resource.resource_name or "", **options)
+    if resource.resource_type == ResourceType.GROUP:
+        return describe_group(broker, resource.resource_name, **options)
     raise KafkaError(
         ErrorCode.INVALID_REQUEST,
         f"Unsupported resource type {resource_type_name(resource.resource_type)} "

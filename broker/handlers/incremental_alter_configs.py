@@ -8,7 +8,8 @@ Changes some configs of a resource and leaves the others alone. Each config come
   default, as Kafka does; on any other config they are INVALID_CONFIG.
 
 A BROKER resource (this node's id, or ``""`` for the cluster-wide defaults) changes the dynamic broker
-configs the same way (see broker.handlers.alter_configs for which may change).
+configs the same way (see broker.handlers.alter_configs for which may change), and a GROUP resource the
+group's own configs (checked as Kafka checks group configs, kept across restarts).
 
 The resulting configs are checked as a whole (unknown config or bad value: INVALID_CONFIG), applied to
 the topic's logs at once and kept in the topic catalog; an unknown topic gets
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 
-from trafka.broker.handlers.alter_configs import check_broker_configs, check_resource
+from trafka.broker.handlers.alter_configs import change_group_configs, check_broker_configs, check_resource
 from trafka.broker.handlers.describe_configs import config_refusal
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.broker.security.authorizer import AclOperation
@@ -88,6 +89,12 @@ async def handle_incremental_alter_configs(
                 await ctx.broker.change_dynamic_configs(
                     resource.resource_name == "", change, validate_only=request.validate_only
                 )
+            elif resource.resource_type == ResourceType.GROUP:
+                await change_group_configs(
+                    ctx, resource.resource_name,
+                    lambda current, operations=resource.configs: apply_operations(current, operations, GROUP_LISTS),
+                    validate_only=request.validate_only,
+                )
         except KafkaError as exc:
             responses.append(_result(resource, exc))
         else:
@@ -98,6 +105,10 @@ async def handle_incremental_alter_configs(
 #: A topic's list configs, and what APPEND and SUBTRACT start from when the topic does not set them.
 TOPIC_LISTS = {name: definition.default_string or "" for name, definition in TOPIC_CONFIG_DEFS.items()
                if definition.type == ConfigType.LIST}
+
+
+#: The list configs of groups, and what APPEND and SUBTRACT start from when the group does not set them.
+GROUP_LISTS = {"streams.rack.aware.assignment.tags": ""}
 
 
 def broker_lists(default_log_config: LogConfig) -> dict[str, str]:

@@ -2,8 +2,8 @@
 
 The resources whose configs DescribeConfigs describes, by type (v1, KIP-1142): every topic, internal
 ones included (TOPIC, 2), and this broker by its node id (BROKER, 4). An empty list of types asks for
-every type. Broker loggers (8), client metrics subscriptions (16) and groups with configs of their own
-(32) are types Kafka lists too; trafka keeps no such configs, so none is listed. A type that is no
+every type, and groups with configs of their own (GROUP, 32). Broker loggers (8) and client metrics
+subscriptions (16) are types Kafka lists too; trafka keeps no such configs, so none is listed. A type that is no
 config resource type makes the whole answer UNSUPPORTED_VERSION, as in Kafka.
 
 Version notes: v0 was ListClientMetricsResources and lists client metrics subscriptions only: none.
@@ -42,4 +42,7 @@ async def handle_list_config_resources(
         listed += [Listed(resource_name=topic.name, resource_type=ResourceType.TOPIC) for topic in ctx.broker.topics]
     if ResourceType.BROKER in wanted:
         listed.append(Listed(resource_name=str(ctx.broker.node_id), resource_type=ResourceType.BROKER))
+    if ResourceType.GROUP in wanted:
+        listed += [Listed(resource_name=group_id, resource_type=ResourceType.GROUP)
+                   for group_id in sorted(ctx.broker.group_coordinator().group_configs.configs)]
     return ListConfigResourcesResponse(error_code=ErrorCode.NONE, config_resources=listed)

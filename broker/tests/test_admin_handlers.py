@@ -732,7 +732,7 @@ async def test_describe_other_broker_resources(client: KafkaClient, name: str, e
 async def test_describe_unsupported_resource_type(client: KafkaClient):
     response = await client.request(
         DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
-            resource_type=32, resource_name="my-group", configuration_keys=None)]),
+            resource_type=16, resource_name="my-subscription", configuration_keys=None)]),
         4,
     )
 

@@ -35,6 +35,7 @@ from trafka.broker.tools.client_security import ClientConfigError, ClientSecurit
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import (
     ConsumerGroupDescribeRequest,
+    DescribeShareGroupOffsetsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
@@ -47,6 +48,7 @@ from trafka.wire.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
+    ShareGroupDescribeRequest,
 )
 from trafka.wire.records import SimpleRecord, build_batch, iter_batches
 
@@ -244,10 +246,47 @@ def _groups_list(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _share_group_describe(client: AdminClient, group_id: str, coordinator: int) -> bool:
+    """Print a share group's members and assignments (as kafka-share-groups.sh --describe --members does);
+    False when ``group_id`` is no share group."""
+    try:
+        (described,) = client.request(ShareGroupDescribeRequest(group_ids=[group_id]), 1,
+                                      node_id=coordinator).groups
+    except Exception:  # a broker that serves no share groups
+        return False
+    if described.error_code != 0:
+        return False
+    print(f"{group_id}\tshare\t{described.group_state}\tgroup epoch {described.group_epoch}\t"
+          f"assignment epoch {described.assignment_epoch}")
+    for m in described.members:
+        assignment = ",".join(f"{tp.topic_name}:{','.join(map(str, sorted(tp.partitions)))}"
+                              for tp in m.assignment.topic_partitions) or "-"
+        print(f"{group_id}\t{m.member_id}\t{m.client_host}\t{m.client_id}\tepoch {m.member_epoch}\t{assignment}")
+    try:  # the start offset of each partition the group consumes, and its lag (DescribeShareGroupOffsets)
+        D = DescribeShareGroupOffsetsRequest
+        offsets = client.request(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]),
+                                 1, node_id=coordinator).groups[0]
+    except Exception:  # a broker that does not serve it
+        return True
+    if offsets.error_code == 0 and offsets.topics:
+        print("GROUP\tTOPIC\tPARTITION\tSTART-OFFSET\tLAG")
+        for topic in sorted(offsets.topics, key=lambda t: t.topic_name):
+            for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+                start = p.start_offset if p.start_offset >= 0 else "-"
+                lag = p.lag if p.lag >= 0 else "-"
+                print(f"{group_id}\t{topic.topic_name}\t{p.partition_index}\t{start}\t{lag}")
+    return True
+
+
 def _groups_describe(client: AdminClient, args: argparse.Namespace) -> int:
-    print("GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tCLIENT-ID")
+    header = True
     for group_id in args.groups:
         coordinator = client.coordinator(group_id)
+        if _share_group_describe(client, group_id, coordinator):
+            continue
+        if header:
+            print("GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tCLIENT-ID")
+            header = False
         owners = _owners(client, coordinator, group_id)
         fetched = client.request(OffsetFetchRequest(group_id=group_id, topics=None, require_stable=False), 7,
                                  node_id=coordinator)

@@ -32,10 +32,20 @@ answered, log in as the new user and delete it.
 ACLs and client quotas: the admin clients that have the APIs create, describe and delete ACLs (confluent-kafka,
 kafka-python) and alter and describe client quotas (the Java ``Admin``).
 
+Share groups (KIP-932): confluent-kafka's ``ShareConsumer`` and the Java ``KafkaShareConsumer`` join a share
+group, fetch, accept, release and reject records in explicit acknowledgement mode (acknowledgements committed
+with ShareAcknowledge and piggy-backed on ShareFetch; confluent-kafka also in implicit mode) and leave; the Java
+``Admin`` describes the group and lists, alters and deletes its offsets. The share state APIs
+(InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+ReadShareGroupStateSummary) are sent by brokers only: they are recorded between two trafka brokers on a real
+ZooKeeper (``share_state_between_brokers``), as client ``trafka-broker``. Which requests cross from one broker to
+the other depends on where the partitions' leaders and the share coordinators of their keys land; the script
+names those it missed, and another ``--only share --merge 83 84 85 86 87`` adds them.
+
 ``--merge`` keeps the committed corpus as it is and adds the new frames of the given api keys (by default
 those of the families of steps run, FAMILIES): the capture is not deterministic (topic names, timestamps,
 nonces, salts), so a full run rewrites every frame. ``--only FAMILY`` runs one family of steps only
-(transactions, sasl, acls, quotas): ``python -m compat_tests.fuzz.capture --only sasl --merge`` adds frames of
+(transactions, sasl, acls, quotas, share): ``python -m compat_tests.fuzz.capture --only sasl --merge`` adds frames of
 SaslHandshake, SaslAuthenticate, DescribeUserScramCredentials and AlterUserScramCredentials to the committed
 corpus.
 """
@@ -64,6 +74,7 @@ from pathlib import Path
 
 from compat_tests.clients import (
     CLIENTS,
+    ClientError,
     JAVA_DIR,
     JS_DRIVER,
     JavaClient,
@@ -73,7 +84,7 @@ from compat_tests.clients import (
     shared_java_driver,
 )
 from compat_tests.fuzz import sasl
-from compat_tests.fuzz.corpus import CORPUS_PATH, GoldenFrame, load_corpus, save_corpus
+from compat_tests.fuzz.corpus import BROKER_CLIENT, CORPUS_PATH, GoldenFrame, load_corpus, save_corpus
 from compat_tests.harness import BIND_HOST, BrokerProcess
 
 log = logging.getLogger("capture")
@@ -97,6 +108,13 @@ SASL_APIS = (17, 36, 50, 51)
 ACL_APIS = (29, 30, 31)
 #: DescribeClientQuotas, AlterClientQuotas.
 QUOTA_APIS = (48, 49)
+#: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, DescribeShareGroupOffsets,
+#: AlterShareGroupOffsets, DeleteShareGroupOffsets.
+SHARE_APIS = (76, 77, 78, 79, 90, 91, 92)
+#: InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+#: ReadShareGroupStateSummary: sent by brokers only, recorded between two trafka brokers
+#: (`share_state_between_brokers`); ``--only share --merge`` adds them too.
+SHARE_STATE_APIS = (83, 84, 85, 86, 87)
 #: The Java admin client's transaction operations, run from source (java's single-file launcher).
 TXN_ADMIN_JAVA = Path(__file__).with_name("TxnAdmin.java")
 TXN_TIMEOUT_MS = 60_000
@@ -1076,6 +1094,215 @@ QUOTA_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractCon
 }
 
 
+# --------------------------------------------------------------------------------------- share groups
+# Share consumers (KIP-932) join a share group (ShareGroupHeartbeat), fetch (ShareFetch), acknowledge records
+# one by one in explicit mode, accepting, releasing and rejecting them, on a commit (ShareAcknowledge) and
+# piggy-backed on the next ShareFetch, and leave. The Java Admin then describes the group (ShareGroupDescribe)
+# and lists, alters and deletes its offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+# DeleteShareGroupOffsets).
+
+def _share_topic(bootstrap: str, prefix: str) -> tuple[str, str]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"golden-share-{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("librdkafka")})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10).values():
+        future.result(20)
+    return topic, f"{topic}-group"
+
+
+def _share_produce(bootstrap: str, topic: str, prefix: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "logger": logging.getLogger("librdkafka")})
+    for message in _messages(prefix):
+        producer.produce(topic, key=message.key, value=message.value, partition=0)
+    producer.flush(10)
+
+
+def confluent_share(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    topic, group = _share_topic(bootstrap, "ck")
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    for mode in ("explicit", "implicit"):
+        with step(f"share consumer, {mode} acknowledgement: join, fetch, acknowledge, leave"):
+            consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                      "share.acknowledgement.mode": mode, **quiet})
+            try:
+                consumer.subscribe([topic])
+                for _ in range(10):  # joined and assigned: no records yet
+                    consumer.poll(0.5)
+                _share_produce(bootstrap, topic, f"share-{mode}")
+                kinds = itertools.cycle([AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT])
+                deadline = time.monotonic() + 20
+                got = 0
+                while got < 6 and time.monotonic() < deadline:
+                    messages = consumer.poll(0.5)
+                    got += sum(m.error() is None for m in messages)
+                    if mode == "explicit" and messages:
+                        for message in messages:
+                            consumer.acknowledge(message, next(kinds))
+                        consumer.commit_sync()
+                for _ in range(4):  # released records again, accepted: piggy-backed on the next ShareFetch
+                    for message in consumer.poll(0.5):
+                        if mode == "explicit":
+                            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            finally:
+                consumer.close()
+
+
+def java_share(bootstrap: str, step: Callable[[str], contextlib.AbstractContextManager]) -> None:
+    driver = shared_java_driver()
+    topic, group = _share_topic(bootstrap, "java")
+    name = f"{group}-consumer"
+    with step("share consumer, explicit acknowledgement: join, fetch, release, reject, accept, leave"):
+        driver.call("share_open", bootstrap=bootstrap, name=name, group_id=group, topics=[topic],
+                    settings={"share.acknowledgement.mode": "explicit"})
+        try:
+            for _ in range(4):  # joined and assigned
+                driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=1000)
+            _share_produce(bootstrap, topic, "share-java")
+            # released (acknowledged with commitSync: ShareAcknowledge), delivered again and rejected, then
+            # accepted without a commit: piggy-backed on the next ShareFetch
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="release", commit=True)
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="reject", commit=True)
+            _share_produce(bootstrap, topic, "share-java-more")
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=10000, ack="accept")
+            driver.call("share_poll", bootstrap=bootstrap, name=name, timeout_ms=1000)
+            with step("describe the share group"):
+                driver.call("describe_share_groups", bootstrap=bootstrap, group_ids=[group])
+        finally:
+            driver.call("share_close", bootstrap=bootstrap, name=name)
+    with step("share group offsets: list, alter, delete"):
+        driver.call("describe_share_groups", bootstrap=bootstrap, group_ids=[group])
+        driver.call("list_share_group_offsets", bootstrap=bootstrap, group_id=group)
+        driver.call("alter_share_group_offsets", bootstrap=bootstrap, group_id=group,
+                    offsets=[[topic, 0, 1], [topic, 1, 0]])
+        driver.call("list_share_group_offsets", bootstrap=bootstrap, group_id=group)
+        driver.call("delete_share_group_offsets", bootstrap=bootstrap, group_id=group, topics=[topic])
+
+
+SHARE_SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
+    "confluent-kafka": confluent_share,
+    "java": java_share,
+}
+
+
+# The share state APIs (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+# DeleteShareGroupState, ReadShareGroupStateSummary) are sent by brokers only: a share partition's leader and a
+# share group's coordinator send them to the share coordinator of the key (broker/share/persister.py). Two trafka
+# brokers on a real ZooKeeper, each advertising the address of a recording proxy, so that they reach each other
+# through the proxies; frames recorded there are labelled BROKER_CLIENT. Share consumers read a topic whose
+# partitions and share state keys are spread over both brokers, and the Java Admin lists, alters and deletes the
+# group's offsets, so that each of these requests crosses from one broker to the other.
+
+SHARE_STATE_PARTITIONS = 8
+
+
+def share_state_between_brokers(work_dir: Path) -> list[GoldenFrame]:
+    """The share state requests two trafka brokers sent each other while share consumers and the Java Admin used
+    a share group (see above)."""
+    from compat_tests.cluster import CLUSTER_SETTINGS, wait_until_registered
+    from compat_tests.cluster import Cluster
+    from compat_tests.zookeeper import ZooKeeperServer
+
+    frames: list[GoldenFrame] = []
+    zookeeper = ZooKeeperServer(work_dir / "zookeeper", name="capture-zookeeper")
+    zookeeper.start()
+    proxies = [RecordingProxy(frames), RecordingProxy(frames)]
+    brokers: list[BrokerProcess] = []
+    connect = f"{zookeeper.connect_string}/trafka-capture"
+    try:
+        ports = []
+        for _ in proxies:
+            with socket.create_server((BIND_HOST, 0)) as probe:
+                ports.append(probe.getsockname()[1])
+        for node_id, (proxy, port) in enumerate(zip(proxies, ports, strict=True), start=1):
+            proxy.label = BROKER_CLIENT
+            brokers.append(BrokerProcess(work_dir / f"broker{node_id}", name=f"capture-broker{node_id}", overrides={
+                **CLUSTER_SETTINGS, "broker.id": node_id, "zookeeper.connect": connect,
+                "listeners": f"PLAINTEXT://{BIND_HOST}:{port}",
+                "advertised.listeners": f"PLAINTEXT://{BIND_HOST}:{proxy.port}",
+                "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0,
+                "share.coordinator.state.topic.num.partitions": SHARE_STATE_PARTITIONS,
+                "share.coordinator.state.topic.replication.factor": 1, "share.coordinator.state.topic.min.isr": 1,
+                "group.share.heartbeat.interval.ms": 1000, "group.share.min.heartbeat.interval.ms": 1000}))
+            proxy.start((BIND_HOST, port))
+        for broker, port in zip(brokers, ports, strict=True):
+            broker.start(port)
+        wait_until_registered(Cluster(brokers))
+        bootstrap = ",".join(f"{BIND_HOST}:{proxy.port}" for proxy in proxies)
+        _share_state_scenario(bootstrap)
+        time.sleep(1)
+    finally:
+        for proxy in proxies:
+            proxy.close()
+        for broker in brokers:
+            broker.stop()
+        zookeeper.close()
+    for broker in brokers:
+        if "Traceback" in broker.log_text():
+            print(f"{broker.name} logged a traceback:\n{broker.log_tail(80)}", file=sys.stderr)
+    state = [frame for frame in frames if frame.api_key in SHARE_STATE_APIS]
+    print(f"  {BROKER_CLIENT}: {len(frames)} frames between the brokers, of the share state APIs: "
+          + ", ".join(f"{GoldenFrame.from_frame(BROKER_CLIENT, f.frame).name.split(' from ')[0]}"
+                      for f in {f.api_key: f for f in state}.values()), file=sys.stderr)
+    return state
+
+
+def _share_state_scenario(bootstrap: str) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    quiet = {"logger": logging.getLogger("librdkafka")}
+    topic = f"golden-share-state-{uuid.uuid4().hex[:8]}"
+    group = f"{topic}-group"
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet})
+    for future in admin.create_topics([NewTopic(topic, SHARE_STATE_PARTITIONS, 1)], operation_timeout=10).values():
+        future.result(20)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit", **quiet})
+    try:
+        consumer.subscribe([topic])
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **quiet})
+        kinds = itertools.cycle([AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT])
+        deadline = time.monotonic() + 40
+        got = 0
+        # Records go to every partition until the consumer, once assigned, has some of each (those produced
+        # before its share partitions start are not delivered); their state is written with each acknowledgement.
+        while got < 3 * SHARE_STATE_PARTITIONS and time.monotonic() < deadline:
+            for partition in range(SHARE_STATE_PARTITIONS):
+                producer.produce(topic, value=b"state-%d-%d" % (partition, got), partition=partition)
+            producer.flush(10)
+            messages = consumer.poll(1.0)
+            got += sum(m.error() is None for m in messages)
+            for message in messages:
+                consumer.acknowledge(message, next(kinds))
+            if messages:
+                consumer.commit_sync()
+        for _ in range(4):
+            for message in consumer.poll(0.5):
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        print(f"  {BROKER_CLIENT}: a share consumer between two brokers: {got} records", file=sys.stderr)
+    finally:
+        consumer.close()
+    driver = shared_java_driver()
+    # DescribeShareGroupOffsets: ReadShareGroupStateSummary; AlterShareGroupOffsets: InitializeShareGroupState;
+    # DeleteShareGroupOffsets: DeleteShareGroupState, each from the group's coordinator.
+    steps = [("list_share_group_offsets", {}),
+             ("alter_share_group_offsets", {"offsets": [[topic, p, 1] for p in range(SHARE_STATE_PARTITIONS)]}),
+             ("list_share_group_offsets", {}),
+             ("delete_share_group_offsets", {"topics": [topic]})]
+    for op, arguments in steps:
+        try:
+            driver.call(op, bootstrap=bootstrap, group_id=group, **arguments)
+        except ClientError as exc:
+            print(f"  {BROKER_CLIENT}: {op}: failed: {exc!r:.300}", file=sys.stderr)
+
+
 SCENARIOS: dict[str, Callable[[str, Callable[[str], contextlib.AbstractContextManager]], None]] = {
     "confluent-kafka": confluent,
     "kafka-python": kafka_python,
@@ -1092,6 +1319,7 @@ FAMILIES: dict[str, tuple[dict, bool, tuple[int, ...]]] = {
     "sasl": (SASL_SCENARIOS, True, SASL_APIS),
     "acls": (ACL_SCENARIOS, False, ACL_APIS),
     "quotas": (QUOTA_SCENARIOS, False, QUOTA_APIS),
+    "share": (SHARE_SCENARIOS, False, SHARE_APIS + SHARE_STATE_APIS),
 }
 
 
@@ -1163,7 +1391,9 @@ def capture(clients: list[str], *, work_dir: Path, only: str | None = None) -> l
         port, sasl_port = probe.getsockname()[1], sasl_probe.getsockname()[1]
     broker = BrokerProcess(data_dir, name="capture",
                            overrides={**sasl.sasl_overrides(port, sasl_port, advertised=(proxy.port, sasl_proxy.port)),
-                                      "group.initial.rebalance.delay.ms": 0})
+                                      "group.initial.rebalance.delay.ms": 0,
+                                      "group.share.heartbeat.interval.ms": 1000,
+                                      "group.share.min.heartbeat.interval.ms": 1000})
     broker.start(port)
     proxy.start((BIND_HOST, port))
     sasl_proxy.start((BIND_HOST, sasl_port))
@@ -1197,6 +1427,17 @@ def capture(clients: list[str], *, work_dir: Path, only: str | None = None) -> l
         broker.stop()
     if "Traceback" in broker.log_text():
         print(f"the broker logged a traceback during the capture:\n{broker.log_tail(80)}", file=sys.stderr)
+    if only in (None, "share"):
+        print(f"{BROKER_CLIENT}:", file=sys.stderr)
+        started = time.monotonic()
+        try:
+            frames += share_state_between_brokers(work_dir / "share-state")
+        except Exception as exc:  # the frames of the clients stay
+            print(f"  {BROKER_CLIENT}: share state between two brokers: failed: {exc!r:.300}", file=sys.stderr)
+            log.debug("%s", traceback.format_exc())
+        else:
+            print(f"  {BROKER_CLIENT}: share state between two brokers: {time.monotonic() - started:.1f} s",
+                  file=sys.stderr)
     return list(frames)
 
 
@@ -1207,7 +1448,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=list(FAMILIES),
                         help="run one family of steps of each client only: transactions, sasl (logins, SCRAM user "
                              "administration), acls (CreateAcls, DescribeAcls, DeleteAcls) or quotas "
-                             "(DescribeClientQuotas, AlterClientQuotas)")
+                             "(DescribeClientQuotas, AlterClientQuotas) or share (share consumers and share group "
+                             "administration)")
     parser.add_argument("--merge", nargs="*", type=int, metavar="API_KEY",
                         help="keep the frames of --out as they are and add the new frames of these api keys "
                              "(none given: the APIs of the families of steps run, "

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CORPUS_PATH = Path(__file__).with_name("corpus.json")
+#: The client name of the frames trafka brokers sent each other (of the APIs only brokers send).
+BROKER_CLIENT = "trafka-broker"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -79,6 +81,8 @@ public final class Driver {
 
     private final PrintStream out;
     private final Map<String, Member> members = new ConcurrentHashMap<>();
+    /** Share consumers by name, kept between commands (share_* commands). */
+    private final Map<String, KafkaShareConsumer<byte[], byte[]>> shareConsumers = new ConcurrentHashMap<>();
     /** Transactional producers by name, kept between commands (txn_* commands). */
     private final Map<String, KafkaProducer<byte[], byte[]>> txnProducers = new ConcurrentHashMap<>();
 
@@ -109,6 +113,7 @@ public final class Driver {
         }
         for (Member member : members.values()) member.stop("default", Duration.ofSeconds(5));
         for (KafkaProducer<byte[], byte[]> producer : txnProducers.values()) producer.close(Duration.ofSeconds(2));
+        for (KafkaShareConsumer<byte[], byte[]> consumer : shareConsumers.values()) consumer.close();
     }
 
     private synchronized void respond(Map<String, Object> message) {
@@ -152,6 +157,14 @@ public final class Driver {
             case "consume_for": return consumeFor(c);
             case "describe_client_quotas": return describeClientQuotas(c);
             case "alter_client_quotas": return alterClientQuotas(c);
+            case "share_open": return shareOpen(c);
+            case "share_poll": return sharePoll(c);
+            case "share_close": return shareClose(c);
+            case "list_share_group_offsets": return listShareGroupOffsets(c);
+            case "alter_share_group_offsets": return alterShareGroupOffsets(c);
+            case "describe_share_groups": return describeShareGroups(c);
+            case "delete_share_group_offsets": return withAdmin(c, a -> a.deleteShareGroupOffsets(
+                    c.string("group_id"), new HashSet<>(c.strings("topics"))).all().get());
             default: throw new IllegalArgumentException("unknown op " + c.string("op"));
         }
     }
@@ -635,6 +648,111 @@ public final class Driver {
         }
         txnProducers.put(name, producer);
         return null;
+    }
+
+    // ------------------------------------------------------------------------------------------ share consumers
+
+    /** A KafkaShareConsumer {name, group_id, topics, settings} subscribed to its topics, kept for share_poll. */
+    private Object shareOpen(Command c) {
+        Properties config = c.clientConfig();
+        config.put("group.id", c.string("group_id"));
+        config.put("client.id", c.string("name"));
+        config.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        config.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        config.putAll(c.settings());
+        KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(config);
+        consumer.subscribe(c.strings("topics"));
+        KafkaShareConsumer<byte[], byte[]> previous = shareConsumers.put(c.string("name"), consumer);
+        if (previous != null) previous.close();
+        return null;
+    }
+
+    /**
+     * Poll share consumer `name` for up to `timeout_ms` until it returns records (or the time is up); each
+     * record is acknowledged with `ack` (accept, release, reject; none: left to the consumer's mode), then
+     * acknowledgements are committed with commitSync when `commit`. Returns the records: partition, offset,
+     * delivery count, value (base64).
+     */
+    private Object sharePoll(Command c) {
+        KafkaShareConsumer<byte[], byte[]> consumer = shareConsumers.get(c.string("name"));
+        if (consumer == null) throw new IllegalArgumentException("no share consumer " + c.string("name"));
+        long deadline = System.currentTimeMillis() + c.longValue("timeout_ms", 10000);
+        String ack = c.string("ack", null);
+        List<Object> records = new ArrayList<>();
+        do {
+            ConsumerRecords<byte[], byte[]> polled = consumer.poll(Duration.ofMillis(
+                    Math.max(1, Math.min(500, deadline - System.currentTimeMillis()))));
+            for (ConsumerRecord<byte[], byte[]> r : polled) {
+                records.add(map("partition", r.partition(), "offset", r.offset(),
+                        "delivery_count", r.deliveryCount().map(Short::intValue).orElse(null), "value", b64(r.value())));
+                if (ack != null) consumer.acknowledge(r, AcknowledgeType.valueOf(ack.toUpperCase()));
+            }
+            if (!records.isEmpty()) break;
+        } while (System.currentTimeMillis() < deadline);
+        if (c.bool("commit", false)) {
+            Map<String, Object> errors = new TreeMap<>();
+            consumer.commitSync().forEach((tip, error) -> error.ifPresent(e -> errors.put(tip.toString(), e.toString())));
+            if (!errors.isEmpty()) throw new IllegalStateException("commitSync failed: " + errors);
+        }
+        return records;
+    }
+
+    private Object shareClose(Command c) {
+        KafkaShareConsumer<byte[], byte[]> consumer = shareConsumers.remove(c.string("name"));
+        if (consumer != null) consumer.close();
+        return null;
+    }
+
+    /** Admin.listShareGroupOffsets of one share group: [topic, partition, start offset, leader epoch, lag]. */
+    private Object listShareGroupOffsets(Command c) throws Exception {
+        String groupId = c.string("group_id");
+        return withAdmin(c, a -> {
+            Map<TopicPartition, org.apache.kafka.clients.admin.SharePartitionOffsetInfo> found = a.listShareGroupOffsets(
+                    Map.of(groupId, new org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetInfo(groupId).get();
+            List<List<Object>> offsets = new ArrayList<>();
+            for (Map.Entry<TopicPartition, org.apache.kafka.clients.admin.SharePartitionOffsetInfo> e : found.entrySet()) {
+                org.apache.kafka.clients.admin.SharePartitionOffsetInfo info = e.getValue();
+                offsets.add(Arrays.asList(e.getKey().topic(), e.getKey().partition(),
+                        info == null ? null : info.startOffset(),
+                        info == null ? null : info.leaderEpoch().orElse(null),
+                        info == null ? null : info.lag().orElse(null)));
+            }
+            offsets.sort(Comparator.comparing((List<Object> o) -> (String) o.get(0))
+                    .thenComparing(o -> (Integer) o.get(1)));
+            return offsets;
+        });
+    }
+
+    /** Admin.describeShareGroups: {group id: [state, [[member client id, [[topic, partition], ...]], ...]]}. */
+    private Object describeShareGroups(Command c) throws Exception {
+        return withAdmin(c, a -> {
+            Map<String, Object> out = new java.util.TreeMap<>();
+            for (Map.Entry<String, org.apache.kafka.clients.admin.ShareGroupDescription> e : a.describeShareGroups(
+                    c.strings("group_ids")).all().get().entrySet()) {
+                List<Object> members = new ArrayList<>();
+                for (org.apache.kafka.clients.admin.ShareMemberDescription m : e.getValue().members()) {
+                    List<Object> assigned = new ArrayList<>();
+                    for (TopicPartition tp : m.assignment().topicPartitions()) {
+                        assigned.add(Arrays.asList(tp.topic(), tp.partition()));
+                    }
+                    members.add(Arrays.asList(m.clientId(), assigned));
+                }
+                out.put(e.getKey(), Arrays.asList(e.getValue().groupState().toString(), members));
+            }
+            return out;
+        });
+    }
+
+    /** Admin.alterShareGroupOffsets: offsets [[topic, partition, start offset], ...]. */
+    private Object alterShareGroupOffsets(Command c) throws Exception {
+        Map<TopicPartition, Long> offsets = new HashMap<>();
+        for (Object item : c.list("offsets")) {
+            List<?> entry = (List<?>) item;
+            offsets.put(new TopicPartition((String) entry.get(0), ((Number) entry.get(1)).intValue()),
+                    ((Number) entry.get(2)).longValue());
+        }
+        return withAdmin(c, a -> a.alterShareGroupOffsets(c.string("group_id"), offsets).all().get());
     }
 
     private KafkaProducer<byte[], byte[]> txnProducer(Command c) {
