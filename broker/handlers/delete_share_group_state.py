@@ -13,13 +13,9 @@ partition).
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.security.authorizer import AclOperation
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.broker.handlers.share_state import answer_each_partition
 from trafka.wire.messages import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
-
-#: Kafka's message for a request its sender may not make (it names no permission here).
-CLUSTER_REFUSED = "Cluster authorization failed."
 
 Result = DeleteShareGroupStateResponse.DeleteStateResult
 PartitionResult = DeleteShareGroupStateResponse.PartitionResult
@@ -28,23 +24,8 @@ PartitionResult = DeleteShareGroupStateResponse.PartitionResult
 @handles(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0)
 async def handle_delete_share_group_state(ctx: RequestContext,
                                           request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return DeleteShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
-    if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
-        return DeleteShareGroupStateResponse(results=[])
-    coordinator = ctx.broker.share_coordinator()
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for wanted in topic.partitions:
-            try:
-                await coordinator.delete(request.group_id, topic.topic_id, wanted.partition)
-            except KafkaError as exc:
-                partitions.append(PartitionResult(partition=wanted.partition, error_code=exc.code,
-                                                  error_message=exc.message))
-            else:
-                partitions.append(PartitionResult(partition=wanted.partition))
-        results.append(Result(topic_id=topic.topic_id, partitions=partitions))
-    return DeleteShareGroupStateResponse(results=results)
+    async def delete(coordinator, topic_id, wanted) -> dict:
+        await coordinator.delete(request.group_id, topic_id, wanted.partition)
+        return {}
+
+    return await answer_each_partition(ctx, request, DeleteShareGroupStateResponse, Result, PartitionResult, delete)

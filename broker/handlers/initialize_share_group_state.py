@@ -14,13 +14,9 @@ partition).
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.security.authorizer import AclOperation
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.broker.handlers.share_state import answer_each_partition
 from trafka.wire.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
-
-#: Kafka's message for a request its sender may not make (it names no permission here).
-CLUSTER_REFUSED = "Cluster authorization failed."
 
 Result = InitializeShareGroupStateResponse.InitializeStateResult
 PartitionResult = InitializeShareGroupStateResponse.PartitionResult
@@ -29,24 +25,10 @@ PartitionResult = InitializeShareGroupStateResponse.PartitionResult
 @handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0)
 async def handle_initialize_share_group_state(
         ctx: RequestContext, request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return InitializeShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
-    if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
-        return InitializeShareGroupStateResponse(results=[])
-    coordinator = ctx.broker.share_coordinator()
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for wanted in topic.partitions:
-            try:
-                await coordinator.initialize(request.group_id, topic.topic_id, wanted.partition, wanted.state_epoch,
-                                             wanted.start_offset)
-            except KafkaError as exc:
-                partitions.append(PartitionResult(partition=wanted.partition, error_code=exc.code,
-                                                  error_message=exc.message))
-            else:
-                partitions.append(PartitionResult(partition=wanted.partition))
-        results.append(Result(topic_id=topic.topic_id, partitions=partitions))
-    return InitializeShareGroupStateResponse(results=results)
+    async def initialize(coordinator, topic_id, wanted) -> dict:
+        await coordinator.initialize(request.group_id, topic_id, wanted.partition, wanted.state_epoch,
+                                     wanted.start_offset)
+        return {}
+
+    return await answer_each_partition(ctx, request, InitializeShareGroupStateResponse, Result, PartitionResult,
+                                       initialize)

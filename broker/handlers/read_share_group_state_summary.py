@@ -14,13 +14,9 @@ partition).
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.security.authorizer import AclOperation
-from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.broker.handlers.share_state import answer_each_partition
 from trafka.wire.messages import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
 from trafka.wire.protocol import ApiKey
-
-#: Kafka's message for a request its sender may not make (it names no permission here).
-CLUSTER_REFUSED = "Cluster authorization failed."
 
 Result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
 PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult
@@ -29,26 +25,10 @@ PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult
 @handles(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1)
 async def handle_read_share_group_state_summary(
         ctx: RequestContext, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return ReadShareGroupStateSummaryResponse(results=[Result(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
-    if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
-        return ReadShareGroupStateSummaryResponse(results=[])
-    coordinator = ctx.broker.share_coordinator()
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for wanted in topic.partitions:
-            try:
-                state = await coordinator.read_summary(request.group_id, topic.topic_id, wanted.partition,
-                                                       wanted.leader_epoch)
-            except KafkaError as exc:
-                partitions.append(PartitionResult(partition=wanted.partition, error_code=exc.code,
-                                                  error_message=exc.message))
-            else:
-                partitions.append(PartitionResult(
-                    partition=wanted.partition, state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
-                    start_offset=state.start_offset, delivery_complete_count=state.delivery_complete_count))
-        results.append(Result(topic_id=topic.topic_id, partitions=partitions))
-    return ReadShareGroupStateSummaryResponse(results=results)
+    async def read_summary(coordinator, topic_id, wanted) -> dict:
+        state = await coordinator.read_summary(request.group_id, topic_id, wanted.partition, wanted.leader_epoch)
+        return {"state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
+                "start_offset": state.start_offset, "delivery_complete_count": state.delivery_complete_count}
+
+    return await answer_each_partition(ctx, request, ReadShareGroupStateSummaryResponse, Result, PartitionResult,
+                                       read_summary)

@@ -18,14 +18,10 @@ partition).
 from __future__ import annotations
 
 from trafka.broker.handlers.registry import RequestContext, handles
-from trafka.broker.security.authorizer import AclOperation
+from trafka.broker.handlers.share_state import answer_each_partition
 from trafka.broker.share.state import PartitionState, StateBatch
-from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from trafka.wire.protocol import ApiKey
-
-#: Kafka's message for a request its sender may not make (it names no permission here).
-CLUSTER_REFUSED = "Cluster authorization failed."
 
 Result = WriteShareGroupStateResponse.WriteStateResult
 PartitionResult = WriteShareGroupStateResponse.PartitionResult
@@ -34,28 +30,13 @@ PartitionResult = WriteShareGroupStateResponse.PartitionResult
 @handles(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1)
 async def handle_write_share_group_state(ctx: RequestContext,
                                          request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
-        return WriteShareGroupStateResponse(results=[Result(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=p.partition, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message=CLUSTER_REFUSED) for p in topic.partitions]) for topic in request.topics])
-    if not request.group_id or not request.topics or any(not topic.partitions for topic in request.topics):
-        return WriteShareGroupStateResponse(results=[])
-    coordinator = ctx.broker.share_coordinator()
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for wanted in topic.partitions:
-            state = PartitionState(
-                wanted.state_epoch, wanted.leader_epoch, wanted.start_offset,
-                tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                      for b in wanted.state_batches),
-                wanted.delivery_complete_count)
-            try:
-                await coordinator.write(request.group_id, topic.topic_id, wanted.partition, state)
-            except KafkaError as exc:
-                partitions.append(PartitionResult(partition=wanted.partition, error_code=exc.code,
-                                                  error_message=exc.message))
-            else:
-                partitions.append(PartitionResult(partition=wanted.partition))
-        results.append(Result(topic_id=topic.topic_id, partitions=partitions))
-    return WriteShareGroupStateResponse(results=results)
+    async def write(coordinator, topic_id, wanted) -> dict:
+        state = PartitionState(
+            wanted.state_epoch, wanted.leader_epoch, wanted.start_offset,
+            tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                  for b in wanted.state_batches),
+            wanted.delivery_complete_count)
+        await coordinator.write(request.group_id, topic_id, wanted.partition, state)
+        return {}
+
+    return await answer_each_partition(ctx, request, WriteShareGroupStateResponse, Result, PartitionResult, write)
