@@ -115,7 +115,9 @@ class JavaShare:
 
 
 def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    """``values`` appended as one batch: a consumer's ShareFetch waiting for records is woken by the append and
+    acquires them all at once (records appended one by one could come to it one fetch apart)."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100})
     for value in values:
         producer.produce(topic, value=value)
     producer.flush(10)
