@@ -59,7 +59,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     max_bytes = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
     quotas = ctx.broker.client_quotas
     if quotas.fetch.enabled and replica_id < 0:  # no more than the consumer's quota allows (broker.security.quotas)
-        max_bytes = quotas.fetch_max_bytes(getattr(ctx.session, "principal", None), ctx.header.client_id, max_bytes)
+        max_bytes = quotas.fetch_max_bytes(ctx.principal, ctx.header.client_id, max_bytes)
     faulted = _faulted(ctx, targets) if ctx.broker.faults else {}
     responses, available = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if available < request.min_bytes and request.max_wait_ms > 0 and responses and _all_readable(responses):
@@ -77,7 +77,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
         responses, _ = _read(targets, request, ctx.api_version, max_bytes, faulted, replica_id)
     if quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate: over it, an empty response
         size = sum(p.records.size for t in responses for p in t.partitions if p.records)
-        throttle_ms = quotas.fetch_throttle(getattr(ctx.session, "principal", None), ctx.header.client_id, size)
+        throttle_ms = quotas.fetch_throttle(ctx.principal, ctx.header.client_id, size)
         if throttle_ms:  # over its quota: the bytes are not sent, and the consumer is told to wait
             return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=NO_SESSION,
                                  responses=[])
@@ -105,10 +105,12 @@ def _resolve(ctx: RequestContext, request: FetchRequest, replica_id: int) -> lis
     follower_allowed = replica_id < 0 or not authorizing or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     for wanted in request.topics:
         topic, missing = topics.lookup(wanted.topic, wanted.topic_id, by_id=ctx.api_version >= 13)
-        if authorizing and (topic is not None or missing != ErrorCode.UNKNOWN_TOPIC_ID) and (
-                not follower_allowed if replica_id >= 0 else not ctx.authorize(
-                    AclOperation.READ, AclResourceType.TOPIC, topic.name if topic is not None else wanted.topic)):
-            topic, missing = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if authorizing and (topic is not None or missing != ErrorCode.UNKNOWN_TOPIC_ID):
+            name = topic.name if topic is not None else wanted.topic
+            allowed = follower_allowed if replica_id >= 0 else ctx.authorize(AclOperation.READ,
+                                                                               AclResourceType.TOPIC, name)
+            if not allowed:
+                topic, missing = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         partitions = []
         for wanted_partition in wanted.partitions:
             index = wanted_partition.partition
