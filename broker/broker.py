@@ -23,11 +23,12 @@ from trafka.broker.cluster import CoordinationError
 from trafka.broker.config import BrokerConfig
 from trafka.broker.faults import FaultRules
 from trafka.broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
-from trafka.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
+from trafka.broker.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicManager
 from trafka.storage.broker_configs import DynamicBrokerConfigs
 from trafka.storage.config import LogConfig
 from trafka.storage.manager import LogManager
 from trafka.storage.topics import TopicCatalog
+from trafka.wire.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from trafka.broker.partition import Partition
@@ -48,12 +49,8 @@ if TYPE_CHECKING:
     from trafka.broker.security.credentials import AlterResult, Deletion, ScramCredentialStore, Upsertion
     from trafka.broker.security.quotas import Alteration
     from trafka.broker.security.quotas import AlterResult as QuotaResult
-    from trafka.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-#: The internal topic of the share coordinator (broker.share.coordinator; imported only when share groups are used).
-SHARE_STATE_TOPIC = "__share_group_state"
 
 # How often recovery points and high watermarks are checkpointed (Kafka's
 # log.flush.offset.checkpoint.interval.ms and replica.high.watermark.checkpoint.interval.ms).
@@ -333,6 +330,18 @@ class Broker:
         coordinator = self.group_coordinator()
         await coordinator.ensure_offsets_topic()
         return coordinator.partition_for(group_id)
+
+    async def create_internal_topic(self, name: str) -> Topic:
+        """The internal topic ``name`` (one of topics.INTERNAL_TOPICS) created as its coordinator creates it, with
+        the partitions, replication factor and configs of its own settings, when a Metadata request would
+        auto-create it (as Kafka's AutoTopicCreationManager does); or as it is, if it exists."""
+        coordinator = {OFFSETS_TOPIC: self.group_coordinator, TRANSACTION_STATE_TOPIC: self.transaction_coordinator,
+                       SHARE_STATE_TOPIC: self.share_coordinator}[name]()
+        await coordinator.runtime.ensure_topic()
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        return topic
 
     async def write_markers(self, markers: Sequence[TxnMarker]) -> dict[tuple[str, int], ErrorCode]:
         """Transaction markers to the partitions led here (broker.txn.markers); once a marker is

@@ -133,7 +133,8 @@ async def _lookup(
         if not (ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False)
                 or ctx.authorize(AclOperation.CREATE, AclResourceType.TOPIC, wanted.name)):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        topic = await topics.auto_create(wanted.name)
+        topic = await (ctx.broker.create_internal_topic(wanted.name) if wanted.name in INTERNAL_TOPICS
+                       else topics.auto_create(wanted.name))
     except KafkaError as exc:
         refused = exc.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return TopicResponse(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID, partitions=[],

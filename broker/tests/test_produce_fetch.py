@@ -145,6 +145,21 @@ async def test_metadata_auto_creates_topics(client: KafkaClient, broker: Running
     assert response.topics[0].topic_id == broker.broker.topics.get("fresh").topic_id
 
 
+async def test_metadata_auto_creates_internal_topics_as_their_coordinators_do(broker_factory):
+    """With the partitions and configs of their own settings, not num.partitions and the topic defaults."""
+    running = await broker_factory({"offsets.topic.num.partitions": "4", "transaction.state.log.num.partitions": "3",
+                                    "share.coordinator.state.topic.num.partitions": "2", "num.partitions": "7"})
+    client = await running.client()
+    names = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+    response = await client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n)
+                                                            for n in names], allow_auto_topic_creation=True), 12)
+    assert [(t.name, t.error_code, len(t.partitions), t.is_internal) for t in response.topics] == [
+        ("__consumer_offsets", 0, 4, True), ("__transaction_state", 0, 3, True), ("__share_group_state", 0, 2, True)]
+    configs = {name: running.broker.topics.get(name).log_config for name in names}
+    assert configs["__consumer_offsets"].cleanup_policy == configs["__transaction_state"].cleanup_policy == "compact"
+    assert configs["__share_group_state"].cleanup_policy == "delete"
+
+
 async def test_metadata_auto_creates_no_more_partitions_than_one_request_may(broker_factory):
     running = await broker_factory({"controller.max.records.per.batch": "6", "num.partitions": "2"})
     client = await running.client()
