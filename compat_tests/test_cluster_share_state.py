@@ -2,11 +2,20 @@
 of its partition of ``__share_group_state`` (replication factor 3, min ISR 2). AlterShareGroupOffsets and
 DescribeShareGroupOffsets at the group's coordinator reach the share coordinators on the other brokers; when the
 leader of a state partition is killed -9, the next leader loads the replicated records and answers the same state,
-to the share state APIs and to DescribeShareGroupOffsets."""
+to the share state APIs and to DescribeShareGroupOffsets.
+
+Under real share consumers (confluent-kafka's ShareConsumer), the leader of the group's ``__share_group_state``
+partition killed -9 mid-stream: no record whose acceptance a consumer saw committed is delivered again, and every
+record the producer saw acknowledged is accepted in the end."""
 from __future__ import annotations
 
+import threading
+import time
 import uuid
+from collections import Counter, defaultdict
 from pathlib import Path
+
+import pytest
 
 from compat_tests.cluster import start_cluster, wait
 from compat_tests.wire_client import WireClient
@@ -125,4 +134,128 @@ def test_share_state_moves_with_the_leadership_of_its_partition(zookeeper, tmp_p
                          "every start offset described after the failover")
         assert described == (0, expected)
     finally:
+        cluster.close()
+
+
+# -- share consumers through a failover of the share coordinator -----------------------------------------------
+
+WORK_TOPIC = "queue"
+WORK_PARTITIONS = 3
+RECORDS = 300
+
+
+class AcceptingConsumer:
+    """A ShareConsumer in explicit mode, in a thread of its own: every record it gets is accepted and committed at
+    once. Kept: each delivery (value, delivery count, when the poll returned) and, for each record whose partition's
+    commit succeeded, the delivery accepted and when the commit returned."""
+
+    def __init__(self, confluent_kafka, bootstrap: str, group: str, name: str) -> None:
+        self.consumer = confluent_kafka.ShareConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+            "share.acknowledgement.mode": "explicit"})
+        self.consumer.subscribe([WORK_TOPIC])
+        self.accept = confluent_kafka.AcknowledgeType.ACCEPT
+        self.deliveries: list[tuple[bytes, int, float]] = []
+        self.accepted: list[tuple[bytes, int, float]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                messages = [m for m in self.consumer.poll(0.3) if m.error() is None]
+                returned = time.monotonic()
+                for message in messages:
+                    self.deliveries.append((message.value(), message.delivery_count(), returned))
+                    self.consumer.acknowledge(message, self.accept)
+                if not messages:
+                    continue
+                results = self.consumer.commit_sync(30)
+                committed = time.monotonic()
+                for message in messages:
+                    failure = next((error for tp, error in results.items() if tp.partition == message.partition()),
+                                   "no result")
+                    if failure is None:
+                        self.accepted.append((message.value(), message.delivery_count(), committed))
+                    else:
+                        self.errors.append(f"{message.partition()}@{message.offset()}: {failure}")
+            except Exception as exc:  # a commit that times out or fails as a whole: nothing counted as accepted
+                self.errors.append(repr(exc))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.consumer.close()
+
+
+def test_share_consumers_lose_nothing_and_repeat_no_accepted_record_when_the_state_leader_is_killed(
+        zookeeper, tmp_path: Path):
+    from compat_tests.test_differential_share_fetch import set_group_configs
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("this confluent-kafka has no ShareConsumer")
+    cluster = start_cluster(zookeeper, tmp_path, {
+        "share.coordinator.state.topic.num.partitions": 1, "offsets.topic.num.partitions": 1,
+        "auto.leader.rebalance.enable": "false", "group.share.heartbeat.interval.ms": 1000,
+        "group.share.min.heartbeat.interval.ms": 1000})
+    consumers: list[AcceptingConsumer] = []
+    try:
+        admin = cluster.admin()
+        from confluent_kafka.admin import NewTopic
+
+        admin.create_topics([NewTopic(WORK_TOPIC, WORK_PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
+            WORK_TOPIC].result(30)
+        group = "failover-share-group"
+        with _any_client(cluster) as client:  # every record from the first, however soon the consumers fetch
+            set_group_configs(client, group, share_auto_offset_reset="earliest")
+        consumers = [AcceptingConsumer(confluent_kafka, cluster.bootstrap, group, f"worker{i}") for i in range(2)]
+        state_leader = wait(lambda: cluster.metadata("__share_group_state")[0][0] > 0
+                            and cluster.metadata("__share_group_state")[0][0],
+                            "the share state topic, created when the group first fetches")
+
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000})
+        produced: list[bytes] = []
+
+        def report(err, msg) -> None:
+            if err is None:
+                produced.append(msg.value())
+
+        for i in range(RECORDS):  # about 15 s of records, the state leader killed a third of the way in
+            producer.produce(WORK_TOPIC, value=b"task-%d" % i, partition=i % WORK_PARTITIONS, on_delivery=report)
+            producer.poll(0.05)
+            if i == RECORDS // 3:
+                wait(lambda: sum(len(c.accepted) for c in consumers) > 0, "records accepted before the kill")
+                cluster.broker(state_leader).kill()
+        assert producer.flush(60) == 0
+        assert len(produced) == RECORDS
+
+        deadline = time.monotonic() + 120
+        while missing := set(produced) - {v for c in consumers for v, _, _ in c.accepted}:
+            assert time.monotonic() < deadline, (
+                f"{len(missing)} acknowledged records never accepted: {sorted(missing)[:10]}; the consumers' "
+                f"errors: {[c.errors[-5:] for c in consumers]}")
+            time.sleep(0.2)
+        time.sleep(2)  # anything delivered again would come now
+        for consumer in consumers:
+            consumer.close()
+
+        deliveries = defaultdict(list)
+        for consumer in consumers:
+            for value, count, returned in consumer.deliveries:
+                deliveries[value].append((count, returned))
+        acceptances = [(value, count, at) for consumer in consumers for value, count, at in consumer.accepted]
+        twice = [value for value, n in Counter(value for value, _, _ in acceptances).items() if n > 1]
+        assert not twice, f"{len(twice)} records accepted twice: {twice[:10]}"
+        # Once accepted, a record is not delivered again: no later poll returns it, no higher delivery count.
+        repeated = {value: deliveries[value] for value, count, at in acceptances
+                    if any(c > count or returned > at for c, returned in deliveries[value])}
+        assert not repeated, f"{len(repeated)} accepted records delivered again: {dict(list(repeated.items())[:5])}"
+        assert sum(1 for consumer in consumers if consumer.accepted) == 2
+    finally:
+        for consumer in consumers:
+            consumer._stop.set()
         cluster.close()
