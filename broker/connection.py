@@ -72,6 +72,10 @@ TLS_HANDSHAKE_TIMEOUT_S = 10
 # Record data read from the log for a TLS connection, per read (and per encrypted send).
 TLS_READ_SIZE = 1024 * 1024
 _DATA_PATH = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+#: Fault actions that change how a response travels (broker.faults).
+_NETWORK_ACTIONS = frozenset({Action.LATENCY, Action.BANDWIDTH, Action.TRUNCATE})
+#: A ``bandwidth`` rule sends a response in this many pieces a second.
+BANDWIDTH_STEPS_PER_S = 20
 
 
 class ServedConnection:
@@ -104,7 +108,14 @@ class ServedConnection:
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
         except OSError:
-            self.peer = "?"
+            host, self.peer = "?", "?"
+        #: Who the client is, as fault rules select connections (broker.faults.Connection).
+        self.listener_name = self.listener.name
+        self.client_host: str = host
+        #: The client id of its last request.
+        self.client_id: str | None = None
+        self._scope: trio.CancelScope | None = None
+        self._reset = False
         self.protocol = ServerConnection(
             max_frame_size=broker.config.socket_request_max_bytes,
             supported=REGISTRY.served_versions(),
@@ -120,7 +131,24 @@ class ServedConnection:
         if self._receive_scope is not None:
             self._receive_scope.cancel()
 
+    def reset(self) -> None:
+        """Reset the connection now (a fault rule's ``cut``): the client sees it reset, whatever it was doing."""
+        self._reset = True
+        if self._scope is not None:
+            self._scope.cancel()
+
     async def run(self) -> None:
+        try:
+            with trio.CancelScope() as self._scope:
+                if not self._reset:
+                    await self._run()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self._reset:
+                    reset_on_close(self.socket)
+                await self.stream.aclose()
+
+    async def _run(self) -> None:
         try:
             if self.tls_context is not None and not await self._tls_handshake():
                 return
@@ -145,9 +173,6 @@ class ServedConnection:
         except Exception:
             # A bug must cost one connection, never the broker.
             log.exception("closing connection %s from %s after an internal error", self.connection_id, self.peer)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.stream.aclose()
 
     async def _tls_handshake(self) -> bool:
         """Wrap the connection in TLS and complete the handshake; False (logged) when it fails."""
@@ -221,7 +246,8 @@ class ServedConnection:
             topic = self.broker.topics.by_id(topic_id)
             return topic.name if topic is not None else None
 
-        return self.broker.faults.match(header.api_key, header.client_id, request, topic_name)
+        return self.broker.faults.match(header.api_key, header.client_id, request, topic_name,
+                                        listener=self.listener_name, client_host=self.client_host)
 
     async def _handle_large(self, event: UndecodedRequest) -> bool:
         return await self._handle(await trio.to_thread.run_sync(event.decode), in_thread=True)
@@ -247,6 +273,7 @@ class ServedConnection:
         started = time.perf_counter() if metrics is not None else 0.0
         quotas = self.broker.client_quotas
         handling_started = time.perf_counter_ns() if quotas.active else 0
+        self.client_id = header.client_id
         fault = self._fault(header, request) if self.broker.faults else None
         if fault is not None and fault.action is not Action.OBSERVE:
             if fault.action is Action.DROP:
@@ -255,6 +282,11 @@ class ServedConnection:
                 return False
             if fault.action is Action.DELAY:
                 await trio.sleep(fault.delay_ms / 1000)
+            elif fault.action is Action.HALF_OPEN:
+                log.info("connection %s from %s half-open: fault rule %d answers nothing more", self.connection_id,
+                         self.peer, fault.id)
+                await self._hold_half_open()
+                return False
         try:
             if fault is not None and fault.action is Action.ERROR:
                 response = top_level_error_response(header.api_key, header.api_version, fault.error_code)
@@ -293,7 +325,11 @@ class ServedConnection:
                 chunks = await trio.to_thread.run_sync(self.protocol.send_response, header, response)
             else:
                 chunks = self.protocol.send_response(header, response)
-            await self.send_chunks(chunks)
+            if fault is not None and fault.action in _NETWORK_ACTIONS:
+                if not await self._send_through(fault, header, chunks):
+                    return False
+            else:
+                await self.send_chunks(chunks)
         if throttle_ms:
             await trio.sleep(throttle_ms / 1000)  # muted: no request of this client is read meanwhile (KIP-219)
         if metrics is not None:
@@ -359,6 +395,34 @@ class ServedConnection:
             f"(served: {_version_range(header.api_key)})"
         )
 
+    async def _send_through(self, fault, header, chunks: list[Chunk]) -> bool:
+        """Send a response as the fault rule's network would (``latency``, ``bandwidth``, ``truncate``); False when
+        the connection is reset."""
+        if fault.action is Action.LATENCY:
+            await trio.sleep(fault.response_delay_s())
+            await self.send_chunks(chunks)
+            return True
+        data = b"".join(chunk.read() if isinstance(chunk, FileSlice) else bytes(chunk) for chunk in chunks)
+        if fault.action is Action.TRUNCATE:
+            await self.stream.send_all(data[:int(len(data) * fault.fraction)])
+            log.info("resetting connection %s from %s: fault rule %d truncated a %s response", self.connection_id,
+                     self.peer, fault.id, _api_name(header.api_key))
+            self._reset = True
+            return False
+        piece = max(1, fault.bytes_per_s // BANDWIDTH_STEPS_PER_S)
+        for start in range(0, len(data), piece):  # (the first piece goes at once, each next one a step later)
+            if start:
+                await trio.sleep(piece / fault.bytes_per_s)
+            await self.stream.send_all(data[start:start + piece])
+        return True
+
+    async def _hold_half_open(self) -> None:
+        """Read what the client sends and never answer, until it closes the connection."""
+        receive = self.socket.recv_into if self.tls_context is None else self.stream.receive_into
+        room = bytearray(64 * 1024)
+        while await receive(room):
+            pass
+
     async def send_chunks(self, chunks: list[Chunk]) -> None:
         pending: list[Chunk] = []
         for chunk in chunks:
@@ -420,6 +484,17 @@ class ServedConnection:
             await self.stream.send_all(data)
             position += len(data)
             remaining -= len(data)
+
+
+def reset_on_close(sock) -> None:
+    """Make closing the socket send a reset (SO_LINGER with a zero timeout) rather than a FIN."""
+    import socket
+    import struct
+
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
 
 
 def _api_name(api_key: int) -> str:

@@ -67,6 +67,7 @@ class Server:
             # The config given stays as it was; the broker's has the ports bound (port 0: the system's choice).
             config = self.config = config.serving_on(bound_ports)
             self.broker = broker = Broker(config)
+            broker.faults.open_connections = lambda: self._connections
             self.connection_quotas = _connection_quotas(config, broker)
             try:
                 sasl = _sasl_settings(config, broker)
@@ -147,6 +148,12 @@ class Server:
                 await trio.sleep(0.1)
                 continue
             address = _peer_address(stream)
+            faults = self.broker.faults
+            if faults and (rule := faults.refuses(served.name, address)) is not None:
+                log.info("refusing the connection from %s on listener %s: fault rule %d", address, served.name,
+                         rule.id)
+                connections.start_soon(_reset, stream)
+                continue
             verdict, hold_ms = await self.connection_quotas.admit(served.name, address)
             if verdict is not Verdict.ACCEPT:
                 connections.start_soon(_refuse, stream, served.name, address, verdict, hold_ms)
@@ -193,6 +200,15 @@ async def _refuse(stream: trio.SocketStream, listener: str, address: str, verdic
     else:
         log.debug("closing the connection from %s in %d ms: over its connection creation rate", address, hold_ms)
         await trio.sleep(hold_ms / 1000)
+    with trio.CancelScope(shield=True):
+        await stream.aclose()
+
+
+async def _reset(stream: trio.SocketStream) -> None:
+    """Close a new connection with a reset, as a refused connection is (a fault rule's ``refuse``)."""
+    from trafka.broker.connection import reset_on_close
+
+    reset_on_close(stream.socket)
     with trio.CancelScope(shield=True):
         await stream.aclose()
 

@@ -132,7 +132,8 @@ def _faulted(ctx: RequestContext, targets: list[Target]) -> dict[tuple[str, int]
     for _, wanted_partition, partition in _flatten(targets):
         if partition is not None:
             code = ctx.broker.faults.partition_error(ApiKey.FETCH, ctx.header.client_id, partition.topic,
-                                                     partition.index)
+                                                     partition.index, listener=ctx.listener,
+                                                     client_host=ctx.client_host)
             if code is not None:
                 faulted[(partition.topic, partition.index)] = code
     return faulted

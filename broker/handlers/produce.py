@@ -116,7 +116,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 continue
             if ctx.broker.faults:
                 code = ctx.broker.faults.partition_error(ApiKey.PRODUCE, ctx.header.client_id, partition.topic,
-                                                         data.index)
+                                                         data.index, listener=ctx.listener,
+                                                         client_host=ctx.client_host)
                 if code is not None:  # a fault rule's answer: nothing is appended here
                     partition_responses.append(_error(data.index, ErrorCode(code)))
                     continue

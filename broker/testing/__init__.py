@@ -291,7 +291,9 @@ class TrafkaBroker:
     def add_fault(self, action: str, **rule: object) -> dict[str, object]:
         """Add a fault rule and return it (with its ``id``): ``add_fault("error", api="produce",
         topic="orders", partition=0, error="NOT_LEADER_OR_FOLLOWER", count=2)``; ``"delay"`` takes
-        ``delay_ms``; ``"drop"`` closes the connection; ``"observe"`` only counts. Raises BrokerError with
+        ``delay_ms``; ``"drop"`` closes the connection; ``"observe"`` only counts; the network's faults are
+        ``"latency"`` (``latency_ms``, ``jitter_ms``), ``"bandwidth"`` (``bytes_per_s``), ``"truncate"``
+        (``fraction``), ``"half_open"``, ``"refuse"`` and ``"cut"`` (broker.faults). Raises BrokerError with
         the broker's reason when the rule cannot be made."""
         return self._control(lambda control: control.add({"action": action, **rule}))
 
