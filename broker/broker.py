@@ -24,6 +24,7 @@ from trafka.broker.config import BrokerConfig
 from trafka.broker.faults import FaultRules
 from trafka.broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
 from trafka.broker.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicManager
+from trafka.storage import clock
 from trafka.storage.broker_configs import DynamicBrokerConfigs
 from trafka.storage.config import LogConfig
 from trafka.storage.manager import LogManager
@@ -424,7 +425,7 @@ class Broker:
         already handed out stay valid. Other tasks run between every few hundred logs. Returns how
         many segments were deleted."""
         deleted = 0
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = clock.now_ms()
         for index, storage_log in enumerate(list(self.log_manager.logs()), start=1):
             try:
                 deleted += storage_log.apply_retention(now_ms=now_ms)

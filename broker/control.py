@@ -7,6 +7,8 @@ a small JSON API over HTTP for test suites in any language. It listens on the lo
     GET    /faults/ID[?hits=N]              the rule; with ``hits``, once it was hit N times
     DELETE /faults/ID                       remove the rule (404 when there is none)
     DELETE /faults                          remove every rule
+    GET    /clock                           the broker's time (now_ms, advanced_ms) and whether it may be advanced
+    POST   /clock/advance?seconds=S         move the time of a broker started with --controllable-clock forward
     GET    /groups/ID[?state=S&members=M]   a group's state and member count; with either, once they hold
     GET    /partitions/TOPIC/P[?end_offset=X] a partition's offsets; with ``end_offset``, once it reached X
 
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 #: The longest a hits wait may ask for.
 MAX_WAIT_MS = 300_000
+#: The furthest one advance of the clock may move it (ten years).
+MAX_ADVANCE_S = 10 * 365 * 86_400
 #: The largest rule body read.
 MAX_BODY_BYTES = 64 * 1024
 #: How often a wait for a group or a partition looks again (inside the broker).
@@ -180,6 +184,33 @@ class _Handler(BaseHTTPRequestHandler):
         return self._wait(seen, lambda now: now is not None and now["log_end_offset"] >= end_offset,
                           _timeout_ms(query), f"{topic}-{index} end offset {end_offset}")
 
+    def _clock(self, method, rest: list[str], query: dict[str, str]) -> tuple[HTTPStatus, object]:
+        """``GET /clock``: the broker's time; ``POST /clock/advance?seconds=S``: move it forward (a broker started
+        with ``--controllable-clock``; broker.clock)."""
+        from trafka.broker import clock
+
+        controllable = clock.current
+        if method == self._get and not rest:
+            return HTTPStatus.OK, {"controllable": controllable is not None,
+                                   **self._on_trio(clock.ControllableClock.state)}
+        if method != self._post or rest != ["advance"]:
+            raise _Reply(HTTPStatus.NOT_FOUND, {"error": "GET /clock, or POST /clock/advance?seconds=S"})
+        if controllable is None:
+            raise _Reply(HTTPStatus.CONFLICT, {"error": "this broker keeps the real time: start it with "
+                                                        "--controllable-clock to advance its clock"})
+        try:
+            seconds = float(query["seconds"])
+        except (KeyError, ValueError):
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": "seconds: how far to move the clock forward"}) from None
+        if not 0 <= seconds <= MAX_ADVANCE_S:
+            raise _Reply(HTTPStatus.BAD_REQUEST, {"error": f"seconds {seconds:g}: from 0 to {MAX_ADVANCE_S}"})
+
+        def advance() -> dict[str, object]:
+            controllable.advance(seconds)
+            return controllable.state()
+
+        return HTTPStatus.OK, {"controllable": True, **self._on_trio(advance)}
+
     def _wait(self, seen, holds, timeout_ms: int, wanted: str) -> tuple[HTTPStatus, object]:
         """Look at ``seen()`` on the broker's loop until ``holds`` it, or answer 408 after ``timeout_ms``."""
         async def wait() -> dict[str, object]:
@@ -211,6 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
                 status, body = self._group(parts[1], query)
             elif method == self._get and len(parts) == 3 and parts[0] == "partitions":
                 status, body = self._partition(parts[1], parts[2], query)
+            elif parts and parts[0] == "clock":
+                status, body = self._clock(method, parts[1:], query)
             elif parts and parts[0] == "faults" and len(parts) <= 2:
                 rule_id = None
                 if len(parts) == 2:
@@ -220,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
                 status, body = method(rule_id, query)
             else:
                 raise _Reply(HTTPStatus.NOT_FOUND, {"error": f"no {url.path}: the endpoint serves /faults, "
-                                                             "/groups/ID and /partitions/TOPIC/P"})
+                                                             "/groups/ID, /partitions/TOPIC/P and /clock"})
         except _Reply as reply:
             status, body = reply.status, reply.body
         except trio.RunFinishedError:

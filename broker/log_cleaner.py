@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from trafka.storage import clock
 from trafka.storage.cleaner import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     DEFAULT_IO_BUFFER_LOAD_FACTOR,
@@ -86,7 +87,7 @@ def _number(props: Mapping[str, str], name: str, default: float, parse: Callable
 
 
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return clock.now_ms()
 
 
 class LogCleaner:

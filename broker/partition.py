@@ -31,12 +31,12 @@ read_committed fetch, as in Kafka: data held back by an open transaction does no
 from __future__ import annotations
 
 import collections
-import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 
 import trio
 
+from trafka.storage import clock
 from trafka.storage.log import AppendInfo, AppendOrigin, FetchInfo, Log
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.records import RECORD_BATCH_OVERHEAD, ControlRecordType, build_control_batch
@@ -220,7 +220,7 @@ class Partition:
         if replica_id not in self.replicas:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         progress = self._followers.get(replica_id)
         if progress is None:
             progress = self._followers[replica_id] = FollowerProgress(now)
@@ -375,7 +375,7 @@ class Partition:
                   version: int = -1, *, now_ms: int | None = None) -> None:
         """Take the partition's state as the cluster decided it. A new leader epoch starts afresh:
         followers must fetch again before they count for the high watermark."""
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         new_epoch = leader_epoch != self.leader_epoch or leader_id != self.leader_id
         self.leader_id, self.leader_epoch = leader_id, leader_epoch
         self.isr, self.replicas, self.state_version = list(isr), list(replicas), version

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trafka.storage import files
+from trafka.storage import clock
 from trafka.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     OrderedWrites,
@@ -517,7 +518,7 @@ class CleaningJob:
         return cls(
             to_clean, sources, producers, aborted,
             cleaner_config=cleaner_config or CleanerConfig(), throttler=throttler, check_done=check_done,
-            now_ms=time.time_ns() // 1_000_000 if now_ms is None else now_ms,
+            now_ms=clock.now_ms() if now_ms is None else now_ms,
         )
 
     # -- reading the old segments ---------------------------------------------------------------------
@@ -885,7 +886,7 @@ class Cleaner:
     ) -> CleanerStats | None:
         """Clean ``log`` from its checkpointed first dirty offset, whatever its dirty ratio, and move the
         checkpoint; None when nothing is cleanable."""
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         key = (log.topic, log.partition)
         offsets = checkpoint.offsets if checkpoint is not None else {}
         to_clean = log_to_clean(log, offsets.get(key), now)

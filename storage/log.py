@@ -34,13 +34,12 @@ import enum
 import logging
 import os
 import random
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trafka.storage import files
+from trafka.storage import clock, files
 from trafka.storage.checkpoints import atomic_write, fsync_path
 from trafka.storage.config import LONG_MAX, LogConfig
 from trafka.storage.index import AbortedTxn, CorruptIndexError
@@ -132,7 +131,7 @@ class SegmentFlush:
 
 
 def _now_ms(now_ms: int | None) -> int:
-    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return clock.now_ms() if now_ms is None else now_ms
 
 
 class Log:

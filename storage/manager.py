@@ -35,13 +35,13 @@ import json
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trafka.storage import files
+from trafka.storage import clock
 from trafka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -65,7 +65,7 @@ META_PROPERTIES_VERSION = 1
 
 
 def _now_ms(now_ms: int | None) -> int:
-    return time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return clock.now_ms() if now_ms is None else now_ms
 
 
 class DataDirectoryInUse(OSError):

@@ -48,7 +48,6 @@ the log must call ``on_high_watermark_updated`` right after either, as Kafka's l
 from __future__ import annotations
 
 import struct
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from trafka.storage import clock
 from trafka.storage.checkpoints import atomic_write
 from trafka.storage.files import PRODUCER_SNAPSHOT_FILE_SUFFIX, offset_from_file_name, producer_snapshot_file
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -245,7 +245,7 @@ class ProducerStateManager:
         verified before a marker that ended the transaction is refused (``verified`` is then False)."""
         guard = self._verification_guards.get(producer_id)
         if guard is None:
-            guard = VerificationGuard(producer_id, int(time.time() * 1000))
+            guard = VerificationGuard(producer_id, clock.now_ms())
             self._verification_guards[producer_id] = guard
         return guard
 
@@ -439,7 +439,7 @@ class ProducerStateManager:
         there is none) up to ``log_end_offset`` are replayed: ``read_batches(offset)`` yields the log's
         batches from the one containing ``offset`` onwards.
         """
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        now_ms = clock.now_ms() if now_ms is None else now_ms
         self._producers.clear()
         self._ongoing_txns.clear()
         self._unreplicated_txns.clear()

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -77,6 +76,7 @@ from trafka.broker.groups.records import (
 from trafka.broker.groups.state import ClassicGroupState
 from trafka.broker.groups.timers import Timers
 from trafka.broker.topics import OFFSETS_TOPIC, TopicCreator
+from trafka.storage import clock
 from trafka.storage.log import AppendInfo, AppendOrigin
 from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -221,7 +221,7 @@ class GroupCoordinator:
             self._protocol_of(group).on_removed(group)
 
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return clock.now_ms()
 
     # ============================================================================ leadership and loading
 

@@ -9,11 +9,11 @@ With an authorizer, only the transactional ids the principal may DESCRIBE are li
 """
 from __future__ import annotations
 
-import time
 
 from trafka.broker.handlers.registry import RequestContext, handles
 from trafka.broker.security.authorizer import AclOperation, AclResourceType
 from trafka.broker.txn.state import TransactionState
+from trafka.storage import clock
 from trafka.wire.errors import ErrorCode
 from trafka.wire.messages import ListTransactionsRequest, ListTransactionsResponse
 from trafka.wire.protocol import ApiKey
@@ -37,7 +37,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
     if loading:
         return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, unknown_state_filters=unknown,
                                         transaction_states=[])
-    now = time.time_ns() // 1_000_000
+    now = clock.now_ms()
     duration = request.duration_filter if ctx.api_version >= 1 else -1
     listed = []
     for metadata in sorted(transactions, key=lambda m: m.transactional_id):

@@ -17,7 +17,6 @@ the coordination's watch.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,6 +26,7 @@ from trafka.broker.cluster import BrokerRegistration, PartitionState
 from trafka.broker.config import BrokerConfig
 from trafka.broker.partition import NO_LEADER, Partition
 from trafka.broker.replication.fetcher import ReplicaFetcher
+from trafka.storage import clock
 
 if TYPE_CHECKING:
     from trafka.broker.security.inter_broker import PeerSecurity
@@ -192,7 +192,7 @@ class ReplicaManager:
         max_lag_ms = self.config.replica_lag_time_max_ms
         while True:
             await trio.sleep(max_lag_ms / 2000)
-            now_ms = time.time_ns() // 1_000_000
+            now_ms = clock.now_ms()
             for partition in list(self._leading):
                 if partition.lagging_replicas(max_lag_ms, now_ms):
                     self._propose_isr_change(partition)
@@ -212,7 +212,7 @@ class ReplicaManager:
         if state is None or not partition.is_leader or state.leader != self.node_id \
                 or state.leader_epoch != partition.leader_epoch:
             return
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = clock.now_ms()
         max_lag_ms = self.config.replica_lag_time_max_ms
         lagging = set(partition.lagging_replicas(max_lag_ms, now_ms))
         # Only a live broker may join, as Kafka's leaders check in ZooKeeper mode.

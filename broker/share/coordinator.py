@@ -30,7 +30,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -51,6 +50,7 @@ from trafka.broker.share.records import (
 )
 from trafka.broker.share.state import PartitionState, StateBatch, share_coordinator_key
 from trafka.broker.topics import SHARE_STATE_TOPIC, TopicCreator
+from trafka.storage import clock
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.primitives import DecodeError
@@ -383,7 +383,7 @@ class ShareCoordinator:
 
     @staticmethod
     def now_ms() -> int:
-        return time.time_ns() // 1_000_000
+        return clock.now_ms()
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The loads of the ``__share_group_state`` partitions this broker is elected to lead; every

@@ -29,7 +29,6 @@ import logging
 import math
 import re
 import struct
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ import trio
 from trafka.broker.share.partition import BATCH_OPTIMIZED, AcquiredRange, Change, LogBatch, SharePartition
 from trafka.broker.share.sessions import ShareSessionCache
 from trafka.broker.share.state import DeliveryState, SharePersister
+from trafka.storage import clock
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.wire.chunks import FileSlice
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -235,7 +235,7 @@ class SharePartitionManager:
         elif policy.startswith("by_duration:"):
             duration_ms = iso_duration_ms(settings.auto_offset_reset.strip()[len("by_duration:"):])
             if duration_ms is not None:
-                found = partition.log.offset_for_timestamp(time.time_ns() // 1_000_000 - duration_ms)
+                found = partition.log.offset_for_timestamp(clock.now_ms() - duration_ms)
                 reset = latest if found is None else min(max(found[0], partition.log_start_offset), latest)
         sp.load(state, reset)
         if state.start_offset >= 0 and state.start_offset < partition.log_start_offset:

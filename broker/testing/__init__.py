@@ -78,6 +78,7 @@ class TrafkaBroker:
         properties: Mapping[str, object] | None = None,
         secure: bool = False,
         users: Mapping[str, str] | None = None,
+        controllable_clock: bool = False,
     ) -> None:
         """``data_dir`` defaults to a temporary directory removed by ``close()``; ``properties`` are
         Kafka broker properties (``{"num.partitions": 3}``).
@@ -86,13 +87,17 @@ class TrafkaBroker:
         SCRAM-SHA-512) with a certificate from a throwaway CA, and the ``users`` (name -> password; default
         ``admin`` with a generated password) able to log in; ``confluent_config(user)``,
         ``kafka_python_config(user)``, ``aiokafka_config(user)`` and ``java_properties(user)`` are their
-        client settings."""
+        client settings.
+
+        ``controllable_clock=True`` starts it with a clock that ``advance(seconds)`` moves forward: timeouts,
+        expiries and retention act as if that time had passed (trafka.broker.clock)."""
         if users is not None and not secure:
             raise BrokerError("users log in to a secure broker: give secure=True too")
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._temp_dir) / "data"
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
         self.secure = secure
+        self.controllable_clock = controllable_clock
         #: The users of a secure broker, name -> password (the first one is the default user).
         self.users: dict[str, str] = dict(users) if users else (
             {DEFAULT_SECURE_USER: secrets.token_urlsafe(12)} if secure else {})
@@ -116,6 +121,8 @@ class TrafkaBroker:
                    "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
+        if self.controllable_clock:
+            command.append("--controllable-clock")
         if self.secure:
             command.append("--secure")
             for name, password in self.users.items():
@@ -310,6 +317,18 @@ class TrafkaBroker:
     def wait_for_hits(self, rule_id: int, hits: int = 1, timeout: float = 30.0) -> dict[str, object]:
         """Wait until rule ``rule_id`` was hit ``hits`` times and return it; BrokerError on timeout."""
         return self._control(lambda control: control.wait_for_hits(rule_id, hits, timeout))
+
+    # -- the clock (a broker started with controllable_clock=True) -------------------------------------
+
+    def advance(self, seconds: float) -> int:
+        """Move the broker's time ``seconds`` forward: whatever it decides by time (group sessions, transaction
+        timeouts, retention, lock expiries ...) happens as if that time had passed. Returns its time, in ms since
+        the epoch. BrokerError on a broker with the real clock."""
+        return int(self._control(lambda control: control.advance(seconds))["now_ms"])
+
+    def now_ms(self) -> int:
+        """The broker's time, in ms since the epoch (ahead of the real one by what ``advance`` moved it)."""
+        return int(self._control(lambda control: control.clock())["now_ms"])
 
     def wait_for_group(self, group_id: str, *, state: str = "Stable", members: int | None = None,
                        timeout: float = 30.0) -> dict[str, object]:

@@ -5,7 +5,8 @@ Fixtures:
 * ``trafka``: a real broker process on a free port with its data in a temporary directory, one per
   test session (so one per pytest-xdist worker), running when a test gets it: a
   ``trafka.broker.testing.TrafkaBroker`` with ``bootstrap_servers``, ``restart()``, ``kill()``, ``start()``,
-  ``stop()`` and ``create_topic()``.
+  ``stop()`` and ``create_topic()``; its clock is controllable: ``advance(seconds)`` moves the broker's time
+  forward for the rest of the session (trafka.broker.clock).
 * ``trafka_topic``: a factory of topics unique to the test, created on the session's broker:
   ``trafka_topic()``, ``trafka_topic(partitions=3, configs={"retention.ms": 60000})``.
 * ``trafka_secure``: a broker secured as production is, one per test session (so one per pytest-xdist
@@ -43,7 +44,7 @@ _topic_numbers = itertools.count()
 @pytest.fixture(scope="session")
 def trafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
     """The test session's trafka broker (``trafka`` hands it to each test, running)."""
-    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka") / "data")
+    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka") / "data", controllable_clock=True)
     broker.start()
     try:
         yield broker

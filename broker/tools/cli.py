@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (metrics.port)")
     parser.add_argument("--control-port", type=int,
                         help="serve the fault-rule control endpoint for tests on 127.0.0.1:PORT (0 picks a free one)")
+    parser.add_argument("--controllable-clock", action="store_true",
+                        help="let tests move the broker's time forward (the control endpoint's POST /clock/advance, "
+                             "trafka control clock advance): timeouts, expiries and retention act as if it had passed")
     parser.add_argument(
         "--override",
         action="append",
@@ -229,8 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(temp_dir, ignore_errors=True)
         print(f"trafka: {exc}", file=sys.stderr)
         return 2
+    trio_clock = None
+    if args.controllable_clock:
+        from trafka.broker import clock
+
+        trio_clock = clock.install().trio_clock
     try:
-        trio.run(run, config, secure)
+        trio.run(run, config, secure, clock=trio_clock)
     except Exception as exc:
         # Bad properties that only the broker's parts can judge (topic defaults, group settings)
         # and addresses that cannot be bound get one line each, not a traceback.

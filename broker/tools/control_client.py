@@ -52,6 +52,14 @@ class ControlClient:
         path = f"/partitions/{quote(topic, safe='')}/{partition}{_query({'end_offset': end_offset}, timeout)}"
         return self._call("GET", path, timeout=timeout + 10)
 
+    def clock(self) -> dict[str, object]:
+        """The broker's time (``now_ms``, ``advanced_ms``) and whether it may be advanced (``controllable``)."""
+        return self._call("GET", "/clock")
+
+    def advance(self, seconds: float) -> dict[str, object]:
+        """Move the time of a broker started with ``--controllable-clock`` ``seconds`` forward."""
+        return self._call("POST", f"/clock/advance?seconds={seconds!r}")
+
     def _call(self, method: str, path: str, body: object = None, timeout: float = 30.0):
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method=method,
@@ -77,11 +85,16 @@ def _query(params: dict[str, object], timeout: float) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="trafka control", description="fault rules of a broker started with "
-                                     "--control-port")
+    parser = argparse.ArgumentParser(prog="trafka control", description="fault rules and the clock of a broker "
+                                     "started with --control-port")
     parser.add_argument("--port", type=int, required=True, help="the broker's --control-port")
-    faults = parser.add_subparsers(dest="what", required=True).add_parser("faults").add_subparsers(
-        dest="action", required=True)
+    what = parser.add_subparsers(dest="what", required=True)
+    faults = what.add_parser("faults").add_subparsers(dest="action", required=True)
+    clock = what.add_parser("clock").add_subparsers(dest="action", required=True)
+    clock.add_parser("show", help="the broker's time (JSON)")
+    advance = clock.add_parser("advance", help="move the time of a broker started with --controllable-clock "
+                                               "forward")
+    advance.add_argument("seconds", type=float)
     faults.add_parser("list", help="the rules, with their hits (JSON, one a line)")
     add = faults.add_parser("add", help="add a rule given as JSON; prints it with its id")
     add.add_argument("rule")
@@ -95,7 +108,9 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     client = ControlClient(args.port)
     try:
-        if args.action == "list":
+        if args.what == "clock":
+            print(json.dumps(client.clock() if args.action == "show" else client.advance(args.seconds)))
+        elif args.action == "list":
             for rule in client.rules():
                 print(json.dumps(rule))
         elif args.action == "add":

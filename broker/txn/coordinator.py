@@ -25,7 +25,6 @@ Transactions left open past their timeout are aborted (their producer fenced by 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -45,6 +44,7 @@ from trafka.broker.txn.state import (
     TransactionMetadata,
     TransactionState,
 )
+from trafka.storage import clock
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.primitives import DecodeError
 from trafka.wire.records import RecordBatch, build_batch
@@ -127,7 +127,7 @@ class TransactionCoordinator:
 
     @staticmethod
     def now_ms() -> int:
-        return time.time_ns() // 1_000_000
+        return clock.now_ms()
 
     # ============================================================================ life-cycle
 
