@@ -66,16 +66,24 @@ class Cluster:
 def start_cluster(zookeeper, directory: Path, overrides: Mapping[str, object] | None = None,
                   node_ids: Iterable[int] = (1, 2, 3), *,
                   broker_overrides: Callable[[int], Mapping[str, object]] | None = None,
-                  chroot: str | None = None) -> Cluster:
+                  chroot: str | None = None, network=None) -> Cluster:
     """Brokers ``node_ids`` in a chroot of their own on ``zookeeper`` (``chroot``, or a new one), with
     CLUSTER_SETTINGS, ``overrides`` and each broker's own ``broker_overrides(node_id)``, each started and
-    ready (those started are stopped again if one fails)."""
+    ready (those started are stopped again if one fails). On a test ``network`` (compat_tests.netns), broker
+    N runs on its host ``bN``."""
     connect = f"{zookeeper.connect_string}{chroot or f'/trafka-{uuid.uuid4().hex[:8]}'}"
+
+    def placed(node_id: int) -> dict[str, object]:
+        if network is None:
+            return {}
+        host = f"b{node_id}"
+        return {"host": network.address(host), "wrap": lambda command: network.command(host, command)}
+
     brokers = [
         BrokerProcess(directory / f"broker{node_id}", name=f"broker{node_id}", overrides={
             "broker.id": node_id, "zookeeper.connect": connect, **CLUSTER_SETTINGS, **(overrides or {}),
             **(broker_overrides(node_id) if broker_overrides is not None else {}),
-        })
+        }, **placed(node_id))
         for node_id in node_ids
     ]
     cluster = Cluster(brokers, connect)

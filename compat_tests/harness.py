@@ -43,14 +43,18 @@ class BrokerProcess:
     started: list[BrokerProcess] = []
 
     def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "broker",
-                 max_open_files: int | None = None):
+                 max_open_files: int | None = None, host: str = BIND_HOST,
+                 wrap: Callable[[list[str]], list[str]] | None = None):
+        """``host``: the address it listens on; ``wrap``: the command as run elsewhere (on a host of a test
+        network, compat_tests.netns)."""
         self.data_dir = Path(data_dir)
+        self._wrap = wrap
         self.overrides = dict(overrides or {})
         self.name = name
         #: The child's RLIMIT_NOFILE (soft and hard) when set; otherwise it inherits this process's.
         self.max_open_files = max_open_files
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.stderr.log"
-        self.host = BIND_HOST
+        self.host = host
         self.port = 0
         self.node_id = -1
         self.starts = 0
@@ -66,10 +70,12 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "trafka", "--host", BIND_HOST, "--port", str(port),
+        command = [sys.executable, "-m", "trafka", "--host", self.host, "--port", str(port),
                    "--data-dir", str(self.data_dir)]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
+        if self._wrap is not None:
+            command = self._wrap(command)
         self.starts += 1
         with open(self.log_path, "a") as log:
             log.write(f"===== start #{self.starts}: {' '.join(command)}\n")

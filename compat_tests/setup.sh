@@ -29,6 +29,9 @@ command -v javac >/dev/null 2>&1 || apt_packages+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
 # Debian's ZooKeeper: where an installed trafka's `trafka cluster` finds it (compat_tests/test_install.py).
 [ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
+# The nemesis tests' test network (compat_tests/netns.py): namespaces and veths (iproute2), faults (nftables).
+command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)
+command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)
 if ((${#apt_packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Refresh the package lists only when apt does not know the packages yet (a fresh image has no lists).

@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, free_port, serves_clients
@@ -60,8 +60,13 @@ class ZooKeeperServer(ChildProcess):
     started: list[ZooKeeperServer] = []
 
     def __init__(self, data_dir: Path, *, overrides: Mapping[str, object] | None = None, name: str = "zookeeper",
-                 jvm_options: Sequence[str] = JVM_OPTIONS):
+                 jvm_options: Sequence[str] = JVM_OPTIONS, host: str = HOST,
+                 wrap: Callable[[list[str]], list[str]] | None = None):
+        """``host``: the address it serves clients on; ``wrap``: the command as run elsewhere (on a host of a test
+        network, compat_tests.netns)."""
         ZooKeeperServer.started.append(self)
+        self._host = host
+        self._wrap = wrap
         self.data_dir = Path(data_dir)
         self.overrides = {key: str(value) for key, value in (overrides or {}).items()}
         self.name = name
@@ -86,15 +91,17 @@ class ZooKeeperServer(ChildProcess):
         else:
             self._wait_for_port()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        write_config(self.config_path, self.data_dir, self.port, self.overrides)
+        write_config(self.config_path, self.data_dir, self.port, {"clientPortAddress": self.host, **self.overrides})
         command = java_command(MAIN_CLASS, str(self.config_path), jvm_options=self.jvm_options)
+        if self._wrap is not None:
+            command = self._wrap(command)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"===== start #{self.starts}: {' '.join(command)}\n".encode())
             log.flush()
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT
-        while not serves_clients(HOST, self.port):
+        while not serves_clients(self.host, self.port):
             if self._process.poll() is not None:
                 raise ZooKeeperStartError(
                     f"{self.name} exited with {self._process.returncode} before it served clients\n{self.log_tail()}")
@@ -122,16 +129,16 @@ class ZooKeeperServer(ChildProcess):
 
     @property
     def host(self) -> str:
-        return HOST
+        return self._host
 
     @property
     def connect_string(self) -> str:
         """``host:port``, as kazoo's ``hosts`` and Kafka's ``zookeeper.connect`` take it."""
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def four_letter_word(self, word: str) -> str:
         """ZooKeeper's answer to one of its four-letter words (``ruok``, ``srvr``, ``stat``, ``mntr``)."""
-        return four_letter_word(HOST, self.port, word)
+        return four_letter_word(self.host, self.port, word)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
