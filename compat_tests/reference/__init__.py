@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from compat_tests.process import ChildProcess
@@ -82,6 +82,8 @@ class KafkaBroker(ChildProcess):
         self.properties_path = self.data_dir.parent / f"{self.data_dir.name}.properties"
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
+        self._host = HOST
+        self._wrap: Callable[[list[str]], list[str]] | None = None
 
     # ----------------------------------------------------------------------------------- life-cycle
 
@@ -113,6 +115,8 @@ class KafkaBroker(ChildProcess):
 
     def _launch(self, command: list[str]) -> None:
         """Run ``command`` and wait until the broker answers Metadata with itself as a broker."""
+        if self._wrap is not None:
+            command = self._wrap(command)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT
@@ -128,11 +132,11 @@ class KafkaBroker(ChildProcess):
 
     @property
     def host(self) -> str:
-        return HOST
+        return self._host
 
     @property
     def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def __repr__(self) -> str:
         return f"<KafkaBroker {self.name} {self.bootstrap} data_dir={self.data_dir}>"
@@ -161,10 +165,15 @@ class ZooKeeperModeKafka(KafkaBroker):
     (``host:port/chroot``): the reference for cluster behaviour, in the layout trafka's clusters keep."""
 
     def __init__(self, data_dir: Path, zookeeper: str, *, broker_id: int = 1,
-                 overrides: Mapping[str, object] | None = None, name: str = "kafka-zk"):
+                 overrides: Mapping[str, object] | None = None, name: str = "kafka-zk", host: str = HOST,
+                 wrap: Callable[[list[str]], list[str]] | None = None):
+        """``host``: the address it listens on; ``wrap``: the command as run elsewhere (on a host of a test
+        network, compat_tests.netns)."""
         super().__init__(data_dir, overrides=overrides, name=name)
         self.zookeeper = zookeeper
         self.broker_id = broker_id
+        self._host = host
+        self._wrap = wrap
 
     def start(self) -> ZooKeeperModeKafka:
         """Start the broker (no storage format in ZooKeeper mode) and wait until it serves clients."""
@@ -174,7 +183,7 @@ class ZooKeeperModeKafka(KafkaBroker):
             raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
         self.port = self.port or _free_port()
         properties = {**ZK_MODE_PROPERTIES, "broker.id": self.broker_id, "zookeeper.connect": self.zookeeper,
-                      "listeners": f"PLAINTEXT://{HOST}:{self.port}", "log.dirs": str(self.data_dir),
+                      "listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
                       **self.overrides}
         self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
         command = ["java", *JVM_OPTIONS, "-cp", f"{ZK_MODE_LIB}/*", "kafka.Kafka", str(self.properties_path)]
