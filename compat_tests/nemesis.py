@@ -126,6 +126,7 @@ def _start_kafka(zookeeper: ZooKeeperServer, directory: Path, network: netns.Tes
     from compat_tests.reference import ZooKeeperModeKafka
 
     chroot = f"{zookeeper.connect_string}/kafka-nemesis"
+    directory.mkdir(parents=True, exist_ok=True)
     brokers = []
     cluster = Cluster(brokers, chroot)
     try:
