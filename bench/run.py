@@ -8,6 +8,7 @@
     python -m bench --transactions  # transactions on trafka and Kafka: txn/s, throughput, read_committed (bench/transactions.py)
     python -m bench --security  # PLAINTEXT, SSL and SASL_SSL listeners on trafka and Kafka: throughput (bench/security.py)
     python -m bench --authorizer  # the StandardAuthorizer with 1,000 ACLs against none, on trafka and Kafka (bench/authorizer.py)
+    python -m bench --nemesis  # a cluster under network faults and pauses, trafka and Kafka 3.9: what clients saw (bench/nemesis.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -543,7 +544,19 @@ def main(argv: list[str] | None = None) -> int:
         "ACLs, clients over SASL_PLAINTEXT as a user that is no super user: 1 KB produce and consume throughput, as "
         "a ratio of the broker's own figures without an authorizer (see bench/authorizer.py)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--nemesis", action="store_true",
+        help="trafka and kafka (of --brokers): a three-broker cluster on a test network of its own under a random mix "
+        "of partitions, pauses and lossy links while clients write and read, then a verdict on what they saw (see "
+        "bench/nemesis.py; its own options follow --nemesis: --minutes, --seed, --unclean, --keep)",
+    )
+    args, rest = parser.parse_known_args(argv)
+    if args.nemesis:
+        from bench import nemesis
+
+        return nemesis.main(rest, quick=args.quick, output=args.output, brokers_arg=args.brokers)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.authorizer:
         from bench import authorizer
 
