@@ -32,6 +32,7 @@ import re
 import secrets
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from trafka.broker.tools.admin_client import AdminClient, ClientError
+from trafka.broker.tools.admin_client import AdminClient, ClientError, check
 from trafka.broker.tools.control_client import ControlClient, ControlError
 from trafka.broker.tools.processes import terminate
 from trafka.wire.errors import ErrorCode
@@ -144,6 +145,16 @@ class TrafkaBroker:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
+
+    def pause(self) -> None:
+        """Stop the broker's process where it stands (SIGSTOP): its connections stay open and nothing is answered,
+        as with a long garbage-collection pause or a frozen VM; in a cluster its ZooKeeper session expires after
+        ``zookeeper.session.timeout.ms`` and others take over its partitions. ``resume()`` lets it go on."""
+        os.kill(self._running_process().pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused broker go on (SIGCONT)."""
+        os.kill(self._running_process().pid, signal.SIGCONT)
 
     def restart(self, *, crash: bool = False) -> TrafkaBroker:
         """Stop (or kill) and start again on the same data directory."""
@@ -372,6 +383,11 @@ class TrafkaBroker:
                         process.wait()
                         raise BrokerError(f"the broker exited with {process.returncode}\n{self._log_tail()}")
 
+    def _running_process(self) -> subprocess.Popen[str]:
+        if self._process is None or self._process.poll() is not None:
+            raise BrokerError("the broker is not running")
+        return self._process
+
     def _control(self, call):
         if not self.running:
             raise BrokerError("the broker is not running")
@@ -509,6 +525,40 @@ class TrafkaCluster:
                 if p.partition_index == partition:
                     return p.leader_id
         raise BrokerError(f"no partition {topic}-{partition}")
+
+    def move_leadership(self, topic: str, partition: int, node_id: int, timeout: float = 30.0) -> None:
+        """Make broker ``node_id`` (one of the partition's replicas) its leader, as an operator would: first in the
+        replicas (AlterPartitionReassignments, the same replicas in a new order), then the preferred leader
+        elected (ElectLeaders); returns once the cluster names it leader."""
+        from trafka.wire.messages import AlterPartitionReassignmentsRequest as Reassign
+        from trafka.wire.messages import ElectLeadersRequest
+
+        with AdminClient(self.bootstrap_servers.split(",")[0], timeout=timeout) as client:
+            found = next((p for t in client.metadata([topic]).topics for p in t.partitions
+                          if p.partition_index == partition), None)
+            if found is None:
+                raise BrokerError(f"no partition {topic}-{partition}")
+            if node_id not in found.replica_nodes:
+                raise BrokerError(f"broker {node_id} holds no replica of {topic}-{partition} "
+                                  f"(replicas {list(found.replica_nodes)})")
+            replicas = [node_id, *(r for r in found.replica_nodes if r != node_id)]
+            reassigned = client.request(Reassign(timeout_ms=int(timeout * 1000), topics=[Reassign.ReassignableTopic(
+                name=topic, partitions=[Reassign.ReassignablePartition(partition_index=partition,
+                                                                       replicas=replicas)])]), 0)
+            check(reassigned.error_code, "reassigning", reassigned.error_message)
+            for answered in reassigned.responses:
+                for part in answered.partitions:
+                    check(part.error_code, f"reassigning {topic}-{partition}", part.error_message)
+            deadline = time.monotonic() + timeout
+            while self.leader(topic, partition) != node_id:
+                elected = client.request(ElectLeadersRequest(election_type=0, timeout_ms=int(timeout * 1000),
+                                                             topic_partitions=[ElectLeadersRequest.TopicPartitions(
+                                                                 topic=topic, partitions=[partition])]), 2)
+                check(elected.error_code, "electing the preferred leader")
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"broker {node_id} did not become the leader of {topic}-{partition} in "
+                                      f"{timeout} s (not in the ISR?)")
+                time.sleep(0.1)
 
     def __repr__(self) -> str:
         return f"<TrafkaCluster {self.bootstrap_servers or 'stopped'} zookeeper={self.zookeeper_connect}>"

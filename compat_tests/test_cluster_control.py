@@ -1,0 +1,94 @@
+"""A cluster on cue from its handle (``trafka.broker.testing.TrafkaCluster``, the ``trafka_cluster`` fixture's):
+a partition's leadership moved to a chosen broker, and a leader paused past its ZooKeeper session and resumed,
+while an acks=all producer (confluent-kafka) and a consumer (kafka-python) go on through both and lose nothing."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, TopicPartition
+
+from trafka.broker.testing import BrokerError, TrafkaCluster
+
+WAIT_S = 60
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path) -> Iterator[TrafkaCluster]:
+    with TrafkaCluster(3, zookeeper=zookeeper.connect_string, data_dir=tmp_path / "cluster",
+                       properties={"offsets.topic.num.partitions": 1, "replica.lag.time.max.ms": 4000,
+                                   "auto.leader.rebalance.enable": "false"}) as cluster:
+        yield cluster
+
+
+def _produce(cluster: TrafkaCluster, topic: str, values: range) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": WAIT_S * 1000})
+    for value in values:
+        producer.produce(topic, value=b"%d" % value)
+    assert producer.flush(WAIT_S) == 0
+
+
+def _read_all(cluster: TrafkaCluster, topic: str, count: int) -> list[int]:
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, consumer_timeout_ms=20_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        values = []
+        for message in consumer:
+            values.append(int(message.value))
+            if len(values) == count:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
+def _until(condition, what: str):
+    deadline = time.monotonic() + WAIT_S
+    while not (result := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return result
+
+
+def test_leadership_moved_and_a_leader_paused_past_its_session(cluster: TrafkaCluster):
+    topic = cluster.create_topic("steered", partitions=1, replication_factor=3, configs={"min.insync.replicas": 2})
+    _produce(cluster, topic, range(0, 50))
+    leader = cluster.leader(topic)
+    chosen = next(n for n in (1, 2, 3) if n != leader)
+    cluster.move_leadership(topic, 0, chosen)
+    assert cluster.leader(topic) == chosen
+    _produce(cluster, topic, range(50, 100))
+
+    paused = cluster.broker(chosen)
+    paused.pause()
+    try:
+        # Its ZooKeeper session expires (6 s): another replica of the ISR leads, and writes go on there.
+        _until(lambda: cluster.leader(topic) not in (chosen, -1), "a new leader while the old one is paused")
+        _produce(cluster, topic, range(100, 150))
+    finally:
+        paused.resume()
+    _produce(cluster, topic, range(150, 200))
+    assert _read_all(cluster, topic, 200) == list(range(200))
+    # Back in the ISR: it may lead again.
+    _until(lambda: _try_move(cluster, topic, chosen), "the resumed broker leading again")
+    assert _read_all(cluster, topic, 200) == list(range(200))
+
+
+def _try_move(cluster: TrafkaCluster, topic: str, node_id: int) -> bool:
+    try:
+        cluster.move_leadership(topic, 0, node_id, timeout=5)
+    except BrokerError:
+        return False
+    return True
+
+
+def test_moving_leadership_to_a_broker_without_a_replica_is_refused(cluster: TrafkaCluster):
+    topic = cluster.create_topic("pinned", partitions=1, replication_factor=1)
+    leader = cluster.leader(topic)
+    other = next(n for n in (1, 2, 3) if n != leader)
+    with pytest.raises(BrokerError, match=f"broker {other} holds no replica"):
+        cluster.move_leadership(topic, 0, other)
