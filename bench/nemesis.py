@@ -44,7 +44,8 @@ def run_one(product: str, minutes: float, seed: int, unclean: bool, history_path
             keep: Path | None = None) -> dict[str, Any]:
     """One broker's run: the cluster, the faults for ``minutes``, the verdict (the brokers' data and logs kept
     under ``keep`` when given)."""
-    from compat_tests import nemesis, netns
+    from compat_tests import nemesis
+    from trafka.broker.testing import network as netns
 
     chance = random.Random(seed)
     history: list[dict[str, object]] = []
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     parser.add_argument("--unclean", action="store_true", help="unclean leader election on")
     parser.add_argument("--keep", type=Path, help="keep the brokers' data and logs in this directory")
     args = parser.parse_args(argv or [])
-    from compat_tests import netns
+    from trafka.broker.testing import network as netns
 
     why_not = netns.available()
     if why_not is not None:

@@ -69,7 +69,7 @@ def start_cluster(zookeeper, directory: Path, overrides: Mapping[str, object] | 
                   chroot: str | None = None, network=None) -> Cluster:
     """Brokers ``node_ids`` in a chroot of their own on ``zookeeper`` (``chroot``, or a new one), with
     CLUSTER_SETTINGS, ``overrides`` and each broker's own ``broker_overrides(node_id)``, each started and
-    ready (those started are stopped again if one fails). On a test ``network`` (compat_tests.netns), broker
+    ready (those started are stopped again if one fails). On a test ``network`` (trafka.broker.testing.network), broker
     N runs on its host ``bN``."""
     connect = f"{zookeeper.connect_string}{chroot or f'/trafka-{uuid.uuid4().hex[:8]}'}"
 

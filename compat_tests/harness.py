@@ -46,7 +46,7 @@ class BrokerProcess:
                  max_open_files: int | None = None, host: str = BIND_HOST,
                  wrap: Callable[[list[str]], list[str]] | None = None):
         """``host``: the address it listens on; ``wrap``: the command as run elsewhere (on a host of a test
-        network, compat_tests.netns)."""
+        network, trafka.broker.testing.network)."""
         self.data_dir = Path(data_dir)
         self._wrap = wrap
         self.overrides = dict(overrides or {})

@@ -1,4 +1,4 @@
-"""Faults that are not crashes, against a replicated cluster on a test network (compat_tests.netns), and what
+"""Faults that are not crashes, against a replicated cluster on a test network (trafka.broker.testing.network), and what
 clients saw through them: the nemeses, the workload and the checker that test_nemesis.py runs briefly and
 ``python -m bench --nemesis`` for as long as asked, on trafka and on Apache Kafka 3.9 in ZooKeeper mode alike.
 
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from compat_tests import netns
+from trafka.broker.testing import network as netns
 from compat_tests.clients import ConfluentClient
 from compat_tests.cluster import Cluster, Writer, replicas_identical, start_cluster, wait
 from compat_tests.zookeeper import ZooKeeperServer

@@ -1,6 +1,7 @@
 """A cluster on cue from its handle (``trafka.broker.testing.TrafkaCluster``, the ``trafka_cluster`` fixture's):
-a partition's leadership moved to a chosen broker, and a leader paused past its ZooKeeper session and resumed,
-while an acks=all producer (confluent-kafka) and a consumer (kafka-python) go on through both and lose nothing."""
+a partition's leadership moved to a chosen broker, a leader paused past its ZooKeeper session and resumed, and, on a
+test network of its own, a leader cut off from everything and a follower from the other brokers, while an acks=all
+producer (confluent-kafka) and a consumer (kafka-python) go on through all of it and lose nothing."""
 from __future__ import annotations
 
 import time
@@ -11,6 +12,9 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 
 from trafka.broker.testing import BrokerError, TrafkaCluster
+from trafka.broker.testing.network import available
+
+network_unavailable = available()
 
 WAIT_S = 60
 
@@ -92,3 +96,36 @@ def test_moving_leadership_to_a_broker_without_a_replica_is_refused(cluster: Tra
     other = next(n for n in (1, 2, 3) if n != leader)
     with pytest.raises(BrokerError, match=f"broker {other} holds no replica"):
         cluster.move_leadership(topic, 0, other)
+
+
+@pytest.mark.skipif(network_unavailable is not None, reason=f"no test network here: {network_unavailable}")
+def test_a_leader_isolated_on_a_test_network_is_replaced_and_returns(tmp_path):
+    """``TrafkaCluster(network=True)``: ZooKeeper and each broker on a host of their own; a leader cut off from
+    everything loses its leadership when its ZooKeeper session expires, writes go on at the new leader, and, healed,
+    it follows and rejoins the ISR; a follower cut off from the other brokers only leaves the ISR and comes back."""
+    with TrafkaCluster(3, data_dir=tmp_path / "cluster", network=True,
+                       properties={"offsets.topic.num.partitions": 1, "replica.lag.time.max.ms": 4000,
+                                   "auto.leader.rebalance.enable": "false"}) as cluster:
+        topic = cluster.create_topic("cut-off", partitions=1, replication_factor=3, configs={"min.insync.replicas": 2})
+        _produce(cluster, topic, range(0, 50))
+        leader = cluster.leader(topic)
+        cluster.isolate(leader)
+        _until(lambda: cluster.leader(topic) not in (leader, -1), "a new leader while the old one is cut off")
+        _produce(cluster, topic, range(50, 100))
+        cluster.heal()
+        _until(lambda: _isr(cluster, topic) == [1, 2, 3], "the old leader back in the ISR")
+
+        follower = next(n for n in (1, 2, 3) if n != cluster.leader(topic))
+        cluster.isolate(follower, from_="brokers")
+        _until(lambda: follower not in _isr(cluster, topic), "the cut-off follower out of the ISR")
+        _produce(cluster, topic, range(100, 150))
+        cluster.heal()
+        _until(lambda: _isr(cluster, topic) == [1, 2, 3], "the follower back in the ISR")
+        assert _read_all(cluster, topic, 150) == list(range(150))
+
+
+def _isr(cluster: TrafkaCluster, topic: str) -> list[int]:
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    found = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic, timeout=10)
+    return sorted(found.topics[topic].partitions[0].isrs)

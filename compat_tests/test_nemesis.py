@@ -1,5 +1,5 @@
 """The cluster under the faults that are not crashes (Jepsen's nemeses; compat_tests.nemesis), on a test network of
-its own (compat_tests.netns): ZooKeeper and three brokers each on a host of their own, the clients on this process's
+its own (trafka.broker.testing.network): ZooKeeper and three brokers each on a host of their own, the clients on this process's
 host.
 
 While idempotent acks=all producers (``min.insync.replicas=2``, unclean election off) write to every partition, a
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests import netns
+from trafka.broker.testing import network as netns
 from compat_tests import nemesis
 
 why_not = netns.available()

@@ -107,6 +107,9 @@ class TrafkaBroker:
         self.log_path = self.data_dir.parent / "broker.log"
         self.port = 0
         self.control_port = 0
+        #: The address it listens on (its host's, on a test network) and its command as run there.
+        self.host = HOST
+        self._wrap: Callable[[list[str]], list[str]] | None = None
         self._process: subprocess.Popen[str] | None = None
 
     # -- life-cycle --------------------------------------------------------------------------------
@@ -118,7 +121,7 @@ class TrafkaBroker:
             raise BrokerError("the broker is already running")
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-P", "-m", "trafka", "--host", HOST, "--port", str(port),
+        command = [sys.executable, "-P", "-m", "trafka", "--host", self.host, "--port", str(port),
                    "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
@@ -128,6 +131,8 @@ class TrafkaBroker:
             command.append("--secure")
             for name, password in self.users.items():
                 command += ["--user", f"{name}:{password}"]
+        if self._wrap is not None:
+            command = self._wrap(command)
         with open(self.log_path, "a") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                                              text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -180,7 +185,7 @@ class TrafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -424,9 +429,19 @@ class TrafkaCluster:
     def __init__(self, brokers: int = 3, *, zookeeper: str | None = None,
                  data_dir: str | os.PathLike[str] | None = None, properties: Mapping[str, object] | None = None,
                  ports: list[int] | None = None, chroot: str | None = None,
-                 zookeeper_consent: Callable[[str], bool] | None = None) -> None:
+                 zookeeper_consent: Callable[[str], bool] | None = None, network: bool = False) -> None:
         if brokers < 1:
             raise BrokerError("a cluster has at least one broker")
+        if network:
+            from trafka.broker.testing.network import available
+
+            if zookeeper is not None:
+                raise BrokerError("a cluster on a test network runs its own ZooKeeper there: give no zookeeper")
+            if (why_not := available()) is not None:
+                raise BrokerError(f"no test network here: {why_not}")
+        #: The test network the cluster runs on (trafka.broker.testing.network), with ``network=True``.
+        self.network = None
+        self._on_network = network
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-cluster-")
         self.data_dir = Path(data_dir) if data_dir is not None else Path(self._temp_dir)
         self._zookeeper_address = zookeeper
@@ -446,10 +461,20 @@ class TrafkaCluster:
 
     def start(self) -> TrafkaCluster:
         """Start ZooKeeper if this cluster runs its own, then every broker not running."""
+        placed: dict[str, object] = {}
+        if self._on_network and self.network is None:
+            from trafka.broker.testing.network import TestNetwork
+
+            self.network = TestNetwork(["zk", *(f"b{n}" for n in range(1, len(self.brokers) + 1))]).start()
+            for node_id, broker in enumerate(self.brokers, start=1):
+                broker.host = self.network.address(f"b{node_id}")
+                broker._wrap = lambda command, host=f"b{node_id}": self.network.command(host, command)
+        if self.network is not None:
+            placed = {"host": self.network.address("zk"), "wrap": lambda command: self.network.command("zk", command)}
         if self._zookeeper_address is None and self._local_zookeeper is None:
             try:
-                self._local_zookeeper = LocalZooKeeper(self.data_dir / "zookeeper",
-                                                       consent=self._zookeeper_consent).start()
+                self._local_zookeeper = LocalZooKeeper(self.data_dir / "zookeeper", consent=self._zookeeper_consent,
+                                                       **placed).start()
             except ZooKeeperError as exc:
                 raise BrokerError(str(exc)) from None
         for node_id, broker in enumerate(self.brokers, start=1):
@@ -470,10 +495,13 @@ class TrafkaCluster:
                 self._local_zookeeper = None
 
     def close(self) -> None:
-        """Stop everything and remove the temporary directory, if the cluster made one."""
+        """Stop everything and remove the temporary directory, if the cluster made one (and its test network)."""
         try:
             self.stop()
         finally:
+            if self.network is not None:
+                self.network.close()
+                self.network = None
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
 
@@ -513,7 +541,8 @@ class TrafkaCluster:
         for broker in self.brokers:
             if broker.running:
                 try:
-                    with AdminClient(broker.bootstrap_servers, timeout=30) as client:
+                    # (briefly: a broker cut off from the network never answers, and the next one is asked)
+                    with AdminClient(broker.bootstrap_servers, timeout=5) as client:
                         response = client.request(request, METADATA_VERSION)
                     break
                 except ClientError as exc:
@@ -525,6 +554,28 @@ class TrafkaCluster:
                 if p.partition_index == partition:
                     return p.leader_id
         raise BrokerError(f"no partition {topic}-{partition}")
+
+    def isolate(self, node_id: int, *, from_: str = "everything") -> None:
+        """Cut broker ``node_id`` off (a cluster made with ``network=True``): from ``"everything"`` (the other
+        brokers, ZooKeeper and the clients), ``"brokers"`` (the other brokers only: it keeps its ZooKeeper session
+        and its clients) or ``"zookeeper"`` (ZooKeeper only). Until :meth:`heal`."""
+        network = self._network()
+        self.broker(node_id)  # (a broker of this cluster)
+        host = f"b{node_id}"
+        others = [f"b{n}" for n in range(1, len(self.brokers) + 1) if n != node_id]
+        targets = {"everything": None, "brokers": others, "zookeeper": ["zk"]}
+        if from_ not in targets:
+            raise BrokerError(f"from_={from_!r}: everything, brokers or zookeeper")
+        network.isolate(host, targets[from_])
+
+    def heal(self) -> None:
+        """Every broker reaches every other, ZooKeeper and the clients again."""
+        self._network().heal()
+
+    def _network(self):
+        if self.network is None:
+            raise BrokerError("isolating a broker needs a cluster on a test network: TrafkaCluster(network=True)")
+        return self.network
 
     def move_leadership(self, topic: str, partition: int, node_id: int, timeout: float = 30.0) -> None:
         """Make broker ``node_id`` (one of the partition's replicas) its leader, as an operator would: first in the

@@ -208,8 +208,13 @@ class LocalZooKeeper:
 
     def __init__(self, data_dir: str | os.PathLike[str], *, port: int = 0,
                  classpath: str | os.PathLike[str] | None = None,
-                 consent: Callable[[str], bool] | None = None) -> None:
+                 consent: Callable[[str], bool] | None = None, host: str = HOST,
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+        """``host``: the address it serves clients on; ``wrap``: its command as run elsewhere (on a host of a test
+        network, trafka.broker.testing.network)."""
         self.data_dir = Path(data_dir)
+        self.host = host
+        self._wrap = wrap
         self.port = port
         self.classpath = classpath
         #: Asked before ZooKeeper is fetched where no installation is found (see find_or_fetch).
@@ -219,7 +224,7 @@ class LocalZooKeeper:
 
     @property
     def connect_string(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -236,13 +241,15 @@ class LocalZooKeeper:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.data_dir.parent / f"{self.data_dir.name}.cfg"
         config = {**SERVER_CONFIG, "dataDir": str(self.data_dir), "clientPort": str(self.port),
-                  "clientPortAddress": HOST}
+                  "clientPortAddress": self.host}
         config_path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
         command = ["java", *JVM_OPTIONS, "-cp", classpath, MAIN_CLASS, str(config_path)]
+        if self._wrap is not None:
+            command = self._wrap(command)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not serves_clients(HOST, self.port):
+        while not serves_clients(self.host, self.port):
             if self._process.poll() is not None:
                 raise ZooKeeperError(f"ZooKeeper exited with {self._process.returncode} before it served clients "
                                      f"(its log: {self.log_path})")

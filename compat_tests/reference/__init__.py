@@ -168,7 +168,7 @@ class ZooKeeperModeKafka(KafkaBroker):
                  overrides: Mapping[str, object] | None = None, name: str = "kafka-zk", host: str = HOST,
                  wrap: Callable[[list[str]], list[str]] | None = None):
         """``host``: the address it listens on; ``wrap``: the command as run elsewhere (on a host of a test
-        network, compat_tests.netns)."""
+        network, trafka.broker.testing.network)."""
         super().__init__(data_dir, overrides=overrides, name=name)
         self.zookeeper = zookeeper
         self.broker_id = broker_id

@@ -63,7 +63,7 @@ class ZooKeeperServer(ChildProcess):
                  jvm_options: Sequence[str] = JVM_OPTIONS, host: str = HOST,
                  wrap: Callable[[list[str]], list[str]] | None = None):
         """``host``: the address it serves clients on; ``wrap``: the command as run elsewhere (on a host of a test
-        network, compat_tests.netns)."""
+        network, trafka.broker.testing.network)."""
         ZooKeeperServer.started.append(self)
         self._host = host
         self._wrap = wrap

@@ -1,6 +1,8 @@
 """A test network on this machine: hosts in Linux network namespaces joined by a bridge, and the faults a real
 network has — hosts cut off from each other (both ways or one way), packets lost at random — made with the kernel's
-own tools and always healed.
+own tools and always healed. ``TrafkaCluster(network=True)`` runs its ZooKeeper and brokers on one, so that a test
+can cut a broker off from the others or from ZooKeeper; the nemesis tests and ``bench --nemesis`` do too. It needs
+Linux, root, iproute2 and nftables (:func:`available` says what is missing).
 
 Layout (``ip netns``, veth pairs, nftables; the tests run as root):
 
