@@ -4,6 +4,7 @@ test network of its own, a leader cut off from everything and a follower from th
 producer (confluent-kafka) and a consumer (kafka-python) go on through all of it and lose nothing."""
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -129,3 +130,69 @@ def _isr(cluster: TrafkaCluster, topic: str) -> list[int]:
 
     found = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic, timeout=10)
     return sorted(found.topics[topic].partitions[0].isrs)
+
+
+@pytest.mark.skipif(network_unavailable is not None, reason=f"no test network here: {network_unavailable}")
+def test_trafka_cluster_on_cue_from_its_control_endpoint(tmp_path):
+    """``trafka cluster --network --control-port 0``, driven with ``trafka control --port P cluster ...``."""
+    import re
+    import subprocess
+    import sys
+
+    from trafka.broker.tools.control_client import ControlClient
+
+    process = subprocess.Popen([sys.executable, "-m", "trafka", "cluster", "--brokers", "3", "--port", "0",
+                                "--network", "--control-port", "0", "--data-dir", str(tmp_path / "cluster"),
+                                "--override", "offsets.topic.num.partitions=1",
+                                "--override", "replica.lag.time.max.ms=4000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        ready = re.search(r"bootstrap=(\S+) .* control=127\.0\.0\.1:(\d+)", line)
+        assert ready, line + process.stderr.read()
+        bootstrap, port = ready[1], int(ready[2])
+
+        def control(*argv: str) -> dict:
+            done = subprocess.run([sys.executable, "-m", "trafka", "control", "--port", str(port), "cluster", *argv],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+
+        brokers = control("brokers")["brokers"]
+        assert [(b["id"], b["running"]) for b in brokers] == [(1, True), (2, True), (3, True)]
+        client = ControlClient(port)
+        from confluent_kafka.admin import AdminClient as ConfluentAdmin, NewTopic
+
+        admin = ConfluentAdmin({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("on-cue", 1, 3, config={"min.insync.replicas": "2"})])["on-cue"].result(30)
+        leader = _until(lambda: next(iter(admin.list_topics("on-cue", timeout=10).topics["on-cue"].partitions
+                                          .values())).leader, "a leader")
+        chosen = next(n for n in (1, 2, 3) if n != leader)
+        assert control("leader", "on-cue", "0", str(chosen))["leader"] == chosen
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+
+        def produce(values: range) -> None:
+            for value in values:
+                producer.produce("on-cue", value=b"%d" % value)
+            assert producer.flush(WAIT_S) == 0
+
+        produce(range(0, 20))
+        assert control("pause", str(chosen))["brokers"][chosen - 1]["paused"] is True
+        control("resume", str(chosen))
+        other = next(n for n in (1, 2, 3) if n != chosen)
+        isolated = client.cluster("isolate", other, **{"from": "zookeeper"})
+        assert isolated["isolated"], isolated
+        produce(range(20, 40))
+        assert control("heal")["isolated"] == []
+        control("kill", str(other))
+        produce(range(40, 60))
+        assert control("start", str(other))["brokers"][other - 1]["running"] is True
+        produce(range(60, 80))
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=20_000)
+        consumer.assign([TopicPartition("on-cue", 0)])
+        consumer.seek_to_beginning()
+        assert [int(m.value) for _, m in zip(range(80), consumer, strict=False)] == list(range(80))
+        consumer.close()
+    finally:
+        process.terminate()
+        process.wait(60)

@@ -60,6 +60,20 @@ class ControlClient:
         """Move the time of a broker started with ``--controllable-clock`` ``seconds`` forward."""
         return self._call("POST", f"/clock/advance?seconds={seconds!r}")
 
+    def cluster(self, action: str, node_id: int | None = None, **query: object) -> dict[str, object]:
+        """A ``trafka cluster``'s control endpoint (trafka.broker.tools.cluster_control): ``cluster("brokers")``,
+        ``cluster("pause", 2)``, ``cluster("isolate", 2, **{"from": "zookeeper"})``, ``cluster("heal")``,
+        ``cluster("leader", topic=..., partition=..., broker=...)``."""
+        if action == "brokers":
+            return self._call("GET", "/brokers")
+        if action == "heal":
+            return self._call("POST", "/heal", timeout=120)
+        if action == "leader":
+            path = f"/partitions/{quote(str(query['topic']), safe='')}/{query['partition']}/leader"
+            return self._call("POST", f"{path}?{urlencode({'broker': query['broker']})}", timeout=120)
+        suffix = f"?{urlencode(query)}" if query else ""
+        return self._call("POST", f"/brokers/{node_id}/{action}{suffix}", timeout=120)
+
     def _call(self, method: str, path: str, body: object = None, timeout: float = 30.0):
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method=method,
@@ -95,6 +109,22 @@ def main(argv: Sequence[str]) -> int:
     advance = clock.add_parser("advance", help="move the time of a broker started with --controllable-clock "
                                                "forward")
     advance.add_argument("seconds", type=float)
+    cluster = what.add_parser("cluster", help="the brokers of a trafka cluster started with --control-port")
+    on_cue = cluster.add_subparsers(dest="action", required=True)
+    on_cue.add_parser("brokers", help="each broker: id, address, running, paused (JSON)")
+    for action, description in (("stop", "a clean stop"), ("start", "start it again"), ("kill", "SIGKILL"),
+                                ("restart", "stop and start"), ("pause", "SIGSTOP: frozen where it stands"),
+                                ("resume", "SIGCONT"), ("isolate", "cut it off (a cluster started with --network)")):
+        command = on_cue.add_parser(action, help=description)
+        command.add_argument("broker", type=int)
+        if action == "isolate":
+            command.add_argument("--from", dest="from_", choices=("everything", "brokers", "zookeeper"),
+                                 default="everything")
+    on_cue.add_parser("heal", help="every link back")
+    leader = on_cue.add_parser("leader", help="make a broker the leader of a partition")
+    leader.add_argument("topic")
+    leader.add_argument("partition", type=int)
+    leader.add_argument("broker", type=int)
     faults.add_parser("list", help="the rules, with their hits (JSON, one a line)")
     add = faults.add_parser("add", help="add a rule given as JSON; prints it with its id")
     add.add_argument("rule")
@@ -108,7 +138,17 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     client = ControlClient(args.port)
     try:
-        if args.what == "clock":
+        if args.what == "cluster":
+            if args.action in ("brokers", "heal"):
+                answer = client.cluster(args.action)
+            elif args.action == "leader":
+                answer = client.cluster("leader", topic=args.topic, partition=args.partition, broker=args.broker)
+            elif args.action == "isolate":
+                answer = client.cluster("isolate", args.broker, **{"from": args.from_})
+            else:
+                answer = client.cluster(args.action, args.broker)
+            print(json.dumps(answer))
+        elif args.what == "clock":
             print(json.dumps(client.clock() if args.action == "show" else client.advance(args.seconds)))
         elif args.action == "list":
             for rule in client.rules():

@@ -12,6 +12,10 @@ broker serves, one line says where:
 
     trafka cluster ready: bootstrap=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 zookeeper=127.0.0.1:34117/trafka-...
 
+With ``--control-port`` its brokers are on cue over HTTP (trafka.broker.tools.cluster_control; ``trafka control
+--port PORT cluster ...``): stopped, started, killed, paused, isolated (``--network``: ZooKeeper and each broker
+on a host of a test network of their own, trafka.broker.testing.network), and leaderships moved.
+
 Ctrl-C (or SIGTERM) stops the brokers cleanly, then ZooKeeper. Exit status: 0 after a clean stop, 1 if
 the cluster could not start (the reason on stderr), 2 for bad arguments.
 """
@@ -38,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="where the brokers keep their data (default: a temporary directory)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka property for every broker, e.g. --override min.insync.replicas=2 (repeatable)")
+    parser.add_argument("--control-port", type=int,
+                        help="serve the cluster's control endpoint on 127.0.0.1:PORT (0 picks a free one): brokers "
+                             "stopped, started, paused, isolated, leaderships moved (trafka control ... cluster)")
+    parser.add_argument("--network", action="store_true",
+                        help="run ZooKeeper and each broker on a host of a test network of their own (Linux, root, "
+                             "nftables), so that brokers can be cut off from each other or from ZooKeeper")
     return parser
 
 
@@ -58,8 +68,13 @@ def main(argv: list[str]) -> int:
     chroot = "" if args.zookeeper and "/" in args.zookeeper else "/trafka" if args.data_dir else None
     # Fetching ZooKeeper is asked about on a terminal; a script gets it fetched, as it says on stderr.
     consent = _ask if sys.stdin.isatty() else None
-    cluster = TrafkaCluster(args.brokers, zookeeper=args.zookeeper, data_dir=args.data_dir, properties=properties,
-                            ports=ports, chroot=chroot, zookeeper_consent=consent)
+    try:
+        cluster = TrafkaCluster(args.brokers, zookeeper=args.zookeeper, data_dir=args.data_dir, properties=properties,
+                                ports=ports, chroot=chroot, zookeeper_consent=consent, network=args.network)
+    except BrokerError as exc:
+        print(f"trafka cluster: {exc}", file=sys.stderr)
+        return 2
+    control = None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -69,10 +84,18 @@ def main(argv: list[str]) -> int:
         except BrokerError as exc:
             print(f"trafka cluster: {exc}", file=sys.stderr)
             return 1
+        served = ""
+        if args.control_port is not None:
+            from trafka.broker.tools.cluster_control import ClusterControlServer
+
+            control = ClusterControlServer(cluster, args.control_port)
+            served = f" control=127.0.0.1:{control.port}"
         print(f"trafka cluster ready: bootstrap={cluster.bootstrap_servers} zookeeper={cluster.zookeeper_connect} "
-              f"data_dir={cluster.data_dir}", flush=True)
+              f"data_dir={cluster.data_dir}{served}", flush=True)
         stop.wait()
     finally:
+        if control is not None:
+            control.close()
         cluster.close()
     return 0
 
