@@ -20,6 +20,7 @@ committing its offsets after every batch.
 - ``minority``: one broker split from ZooKeeper, the clients and the other brokers;
 - ``one-way``: a leader's packets to its followers dropped, theirs to it not;
 - ``lossy``: 30% of the packets between the brokers lost at random;
+- ``slow-links``: the links between brokers slowed by 80-120 ms each way (a relay per broker: no ``tc netem``);
 - ``leader-paused``: a leader stopped (SIGSTOP) past its ZooKeeper session, then resumed.
 
 **The checker** (:func:`verdict`), once healed: every acknowledged record read back once, in its partition's
@@ -345,6 +346,13 @@ def lossy(target, chance):
     return "30% of the packets between brokers lost", None
 
 
+def slow_links(target, chance):
+    for node_id in BROKERS:
+        target.network.slow(_host(node_id), target.broker(node_id).port, 80, jitter_ms=40,
+                            from_=[_host(n) for n in BROKERS if n != node_id])
+    return "the links between brokers slowed by 80-120 ms each way", None
+
+
 def leader_paused(target, chance):
     leader = _a_leader(target, chance)
     pid = target.broker(leader).pid
@@ -361,6 +369,7 @@ NEMESES: dict[str, Callable] = {
     "minority": minority,
     "one-way": one_way,
     "lossy": lossy,
+    "slow-links": slow_links,
     "leader-paused": leader_paused,
 }
 

@@ -11,7 +11,8 @@ its offsets, one fault after another, each healed before the next, and every ISR
   off from everything (deposed once its session expires; healed, it truncates what it took alone and follows), a
   follower cut off, a minority split off, a leader paused (SIGSTOP) past its session and resumed;
 - ``test_links_that_fail_in_part``: a broker cut off from ZooKeeper only, the controller cut off, a leader whose
-  packets to its followers are dropped one way, 30% of the packets between brokers lost at random.
+  packets to its followers are dropped one way, 30% of the packets between brokers lost at random, the links
+  between brokers slowed by 80-120 ms each way.
 
 Then nothing acknowledged is lost, repeated or reordered, the replicas are byte-identical, every committed
 transaction is read whole and no aborted one, and the group's committed offsets never went back.
@@ -69,4 +70,4 @@ def test_leaders_and_followers_cut_off(network: netns.TestNetwork, tmp_path: Pat
 
 
 def test_links_that_fail_in_part(network: netns.TestNetwork, tmp_path: Path):
-    _run(network, tmp_path, ["zookeeper-isolated", "controller-isolated", "one-way", "lossy"])
+    _run(network, tmp_path, ["zookeeper-isolated", "controller-isolated", "one-way", "lossy", "slow-links"])

@@ -12,7 +12,9 @@ Layout (``ip netns``, veth pairs, nftables; the tests run as root):
 - this process's own namespace joins too, as the clients' host ``client`` (``198.18.N.1``): the test's clients
   reach the brokers over the bridge, and the harness's readiness checks do;
 - the faults are rules of one nftables table in the hub, on the bridge's forward hook: a packet between two
-  hosts crosses the bridge, so dropping it there cuts the link, for every host alike, this process included.
+  hosts crosses the bridge, so dropping it there cuts the link, for every host alike, this process included;
+- a slow link (delay and jitter; this kernel has no ``tc netem``) is a relay in the namespace of the host whose
+  port it slows (trafka.broker.testing.relay), to which an nftables redirect there steers the chosen peers.
 
 Every fault is healed by :meth:`TestNetwork.heal` (all at once), at the end of a :meth:`TestNetwork.fault` block
 or its duration, and by :meth:`TestNetwork.close`, which also removes the namespaces and the client's veth. A
@@ -25,11 +27,14 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 PREFIX = "trnet"
+#: The ports the relays of slow links listen on, in their host's namespace.
+RELAY_PORT_BASE = 47000
 SUBNET = "198.18"
 CLIENT = "client"
 TABLE = "trafka_faults"
@@ -111,6 +116,9 @@ class TestNetwork:
         for number, name in enumerate(names, start=2):
             self.hosts[name] = Host(name, f"{PREFIX}-{self.tag}-{name}", f"{self.subnet}.{number}")
         self._faults: list[str] = []
+        #: The relays slowing links (host, process), and the hosts with a redirect table.
+        self._relays: list[tuple[str, subprocess.Popen[str]]] = []
+        self._slowed: set[str] = set()
         self._timers: list[threading.Timer] = []
         self._started = False
 
@@ -162,6 +170,8 @@ class TestNetwork:
         self._started = False
         for timer in self._timers:
             timer.cancel()
+        for _, relay in self._relays:
+            relay.kill()
         _run("ip", "link", "del", self.client_link, check=False)
         for host in self.hosts.values():
             if host.namespace is not None:
@@ -213,10 +223,49 @@ class TestNetwork:
             self._rule(f"ip saddr {self.address(src)} ip daddr {self.address(dst)} numgen random mod 100 < {percent} "
                        "drop")
 
+    def slow(self, name: str, port: int, delay_ms: float, *, jitter_ms: float = 0.0,
+             from_: Sequence[str] | None = None) -> None:
+        """Make the connections to ``port`` on host ``name`` from ``from_`` (every other host when not given) slow:
+        each piece of data either way held ``delay_ms`` plus up to ``jitter_ms``, by a relay in ``name``'s
+        namespace (trafka.broker.testing.relay; this kernel has no ``tc netem``) that an nftables redirect there
+        steers their new connections to; their connections open before are reset, so that they come back slow."""
+        host = self.hosts[name]
+        if host.namespace is None:
+            raise ValueError(f"{CLIENT!r} is this process's host: slow a link to a host of the network")
+        sources = [self.address(other) for other in (from_ if from_ is not None else self.hosts) if other != name]
+        relay_port = RELAY_PORT_BASE + len(self._relays)
+        relay = subprocess.Popen(self.command(name, [
+            sys.executable, "-m", "trafka.broker.testing.relay", "--listen", f"0.0.0.0:{relay_port}",
+            "--to", f"{host.address}:{port}", "--delay-ms", str(delay_ms), "--jitter-ms", str(jitter_ms)]),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._relays.append((name, relay))
+        if relay.stdout is None or relay.stdout.readline().strip() != "relaying":
+            raise NetworkError(f"the relay for {name}:{port} did not start")
+        addresses = ", ".join(sources)
+        script = ""
+        if name not in self._slowed:
+            script += (f"add table ip {TABLE}\n"
+                       f"add chain ip {TABLE} prerouting {{ type nat hook prerouting priority dstnat; }}\n"
+                       f"add chain ip {TABLE} input {{ type filter hook input priority 0; }}\n")
+            self._slowed.add(name)
+        script += (f"add rule ip {TABLE} prerouting ip saddr {{ {addresses} }} tcp dport {port} "
+                   f"redirect to :{relay_port}\n"
+                   f"add rule ip {TABLE} input ip saddr {{ {addresses} }} tcp dport {port} ct status & dnat == 0 "
+                   f"reject with tcp reset\n")
+        self._nft(script, namespace=host.namespace)
+        self._faults.append(f"{name}:{port} slowed by {delay_ms:g} ms (+{jitter_ms:g}) from {', '.join(sources)}")
+
     def heal(self) -> None:
-        """Every link carries every packet again."""
+        """Every link carries every packet again, as fast as it can."""
         if self._faults:
             self._nft(f"flush chain bridge {TABLE} forward\n")
+            for name in self._slowed:
+                self._nft(f"delete table ip {TABLE}\n", namespace=self.hosts[name].namespace)
+            self._slowed.clear()
+            for _, relay in self._relays:
+                relay.kill()
+                relay.wait()
+            self._relays.clear()
             self._faults.clear()
 
     @contextlib.contextmanager
@@ -243,9 +292,9 @@ class TestNetwork:
         self._nft(f"add rule bridge {TABLE} forward {rule}\n")
         self._faults.append(rule)
 
-    def _nft(self, script: str) -> None:
-        done = subprocess.run(["ip", "netns", "exec", self.hub, "nft", "-f", "-"], input=script, capture_output=True,
-                              text=True, timeout=30)
+    def _nft(self, script: str, namespace: str | None = None) -> None:
+        done = subprocess.run(["ip", "netns", "exec", namespace or self.hub, "nft", "-f", "-"], input=script,
+                              capture_output=True, text=True, timeout=30)
         if done.returncode:
             raise NetworkError(f"nft: {done.stderr.strip()}")
 
