@@ -258,12 +258,17 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = reply.status, reply.body
         except trio.RunFinishedError:
             status, body = HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the broker is shutting down"}
-        data = json.dumps(body).encode() + b"\n"
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: HTTPStatus, body: object) -> None:
+    """Answer an HTTP request with ``body`` as JSON (this endpoint's, and a trafka cluster's: tools.cluster_control)."""
+    data = json.dumps(body).encode() + b"\n"
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def _timeout_ms(query: dict[str, str]) -> int:

@@ -406,20 +406,18 @@ def _optional_str(spec: Mapping[str, object], name: str) -> str | None:
 
 
 def _optional_float(spec: Mapping[str, object], name: str) -> float | None:
-    value = spec.get(name)
-    if value is None:
-        return None
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise RuleError(f"{name} {value!r}: a number") from None
+    return _optional_number(spec, name, float)
 
 
 def _optional_int(spec: Mapping[str, object], name: str) -> int | None:
+    return _optional_number(spec, name, int)
+
+
+def _optional_number(spec: Mapping[str, object], name: str, kind):
     value = spec.get(name)
     if value is None:
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return kind(value)
     except (TypeError, ValueError):
         raise RuleError(f"{name} {value!r}: a number") from None

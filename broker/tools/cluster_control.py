@@ -14,7 +14,6 @@ server runs in a thread of its own; the cluster handle's calls block, and are ma
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from http import HTTPStatus
@@ -22,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from trafka.broker.control import send_json
 from trafka.broker.testing import BrokerError
 
 if TYPE_CHECKING:
@@ -123,9 +123,4 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a request fails alone; the cluster goes on
             log.exception("cluster control: %s %s failed", method, url.path)
             status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}
-        data = json.dumps(body).encode() + b"\n"
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
