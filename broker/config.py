@@ -321,6 +321,7 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
     metrics_port: int | None = _default("metrics.port")  # Prometheus metrics on this port (0: a free one)
     control_port: int | None = None  # the fault-rule control endpoint on 127.0.0.1:port (0: a free one)
+    kafka_version: str | None = _default("kafka.version")  # the Kafka release whose API versions it serves
     group_initial_rebalance_delay_ms: int = _default("group.initial.rebalance.delay.ms")
     group_min_session_timeout_ms: int = _default("group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = _default("group.max.session.timeout.ms")
@@ -430,6 +431,12 @@ class BrokerConfig:
         config.inter_broker_listener_name = inter_broker_listener(props, config.listeners, clustered=clustered)
         if config.zookeeper_connect is not None and not ("broker.id" in props or "node.id" in props):
             raise ConfigError("zookeeper.connect is set: each broker of a cluster needs its own broker.id")
+        if config.kafka_version is not None and clustered and all(
+                listener.name == config.inter_broker_listener_name for listener in config.listeners):
+            raise ConfigError(
+                f"kafka.version={config.kafka_version} in a cluster: the brokers talk to each other in trafka's own "
+                "protocol, which that release's API versions cannot carry; give clients a listener of their own "
+                "beside the inter-broker one (listeners, inter.broker.listener.name)")
         _check_roles(props)
         ignored = properties_not_acted_on(props)
         if ignored:

@@ -45,7 +45,7 @@ import trio
 
 from trafka.broker.faults import Action, top_level_error_response
 from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
-from trafka.broker.handlers.api_versions import api_versions_response
+from trafka.broker.handlers.api_versions import api_versions_response, served_versions_on
 from trafka.broker.security.quotas import MUTATION_APIS, client_throttles
 from trafka.wire.chunks import Chunk, FileSlice
 from trafka.wire.errors import ErrorCode
@@ -118,7 +118,7 @@ class ServedConnection:
         self._reset = False
         self.protocol = ServerConnection(
             max_frame_size=broker.config.socket_request_max_bytes,
-            supported=REGISTRY.served_versions(),
+            supported=served_versions_on(broker.config, self.listener.name),
             decode_in_place_limit=DECODE_IN_PLACE_LIMIT,
         )
         self.large_requests = large_requests if large_requests is not None else trio.CapacityLimiter(1)
@@ -387,12 +387,12 @@ class ServedConnection:
         if header.api_key == ApiKey.API_VERSIONS:
             # Kafka answers an ApiVersions it cannot parse with a v0 response listing what it serves,
             # so the client can retry with a version both sides know.
-            response = api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+            response = api_versions_response(ErrorCode.UNSUPPORTED_VERSION, self.broker.config, self.listener.name)
             await self.send_chunks(self.protocol.send_response(header, response, version=0))
             return
         raise ProtocolError(
             f"{_api_name(header.api_key)} v{header.api_version} is not supported "
-            f"(served: {_version_range(header.api_key)})"
+            f"(served: {_version_range(event.supported)})"
         )
 
     async def _send_through(self, fault, header, chunks: list[Chunk]) -> bool:
@@ -504,6 +504,5 @@ def _api_name(api_key: int) -> str:
         return f"api key {api_key}"
 
 
-def _version_range(api_key: int) -> str:
-    handler = REGISTRY.get(api_key)
-    return "none" if handler is None else f"v{handler.min_version}-{handler.max_version}"
+def _version_range(versions: tuple[int, int] | None) -> str:
+    return "none" if versions is None else f"v{versions[0]}-{versions[1]}"

@@ -4,8 +4,9 @@
 # compat_tests/js/node_modules, a JDK where javac is missing, Maven where mvn is missing, and from Maven
 # Central: Apache Kafka's Java client (kafka-clients 4.3.0 with its compression and logging libraries,
 # and Gson for the driver's JSON) in compat_tests/java/lib, Apache Kafka's broker in
-# compat_tests/reference/lib (the reference of the differential tests) and Spark's Kafka connector in
-# compat_tests/spark/lib.
+# compat_tests/reference/lib (the reference of the differential tests), the kafka-clients jar of every Kafka
+# release from 2.0 on and Apache Kafka 2.8's broker in compat_tests/kafka_versions (--kafka-version's tests) and
+# Spark's Kafka connector in compat_tests/spark/lib.
 # Idempotent, needs no standard input, and prints nothing unless something fails.
 set -euo pipefail
 
@@ -67,5 +68,6 @@ if ! (cd "$java_lib" && sha256sum --check --status --strict "$here/java/jars.sha
 fi
 bash "$here/reference/setup.sh"
 bash "$here/reference_zk/setup.sh"
+bash "$here/kafka_versions/setup.sh"
 bash "$here/spark/setup.sh"
 bash "$here/zookeeper/setup.sh"

@@ -28,6 +28,7 @@ from typing import Any
 
 from trafka.wire.compression import Compression
 from trafka.wire.errors import ErrorCode, KafkaError
+from trafka.wire.kafka_versions import KAFKA_VERSIONS
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -577,6 +578,11 @@ _BROKER_SETTINGS: tuple[ConfigDef, ...] = (
             minimum=0),
     _broker("metrics.port", _T.INT, None, "Port of the Prometheus metrics endpoint (0: a free one); unset, none.",
             "metrics_port", minimum=0, maximum=65535, expected="a port is 0-65535", note="trafka's own"),
+    _broker("kafka.version", _T.STRING, None,
+            "Apache Kafka release (major.minor) whose broker's ApiVersions answer this broker gives, serving only "
+            "those API versions (within its own); unset, all it serves.", "kafka_version",
+            choices=tuple(KAFKA_VERSIONS), expected=f"one of Apache Kafka's releases {', '.join(KAFKA_VERSIONS)}",
+            note="trafka's own"),
     _broker("log.retention.check.interval.ms", _T.LONG, 300_000, "How often retention looks for segments to delete.",
             "log_retention_check_interval_ms", minimum=1, default_doc="300000 (the first look 30 s after start)"),
     _broker("group.initial.rebalance.delay.ms", _T.INT, 100,

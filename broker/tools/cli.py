@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--controllable-clock", action="store_true",
                         help="let tests move the broker's time forward (the control endpoint's POST /clock/advance, "
                              "trafka control clock advance): timeouts, expiries and retention act as if it had passed")
+    parser.add_argument("--kafka-version", metavar="X.Y",
+                        help="answer ApiVersions as Apache Kafka X.Y's broker did and serve only those API versions "
+                             "(2.0 to 4.4; kafka.version)")
     parser.add_argument(
         "--override",
         action="append",
@@ -129,6 +132,8 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     if args.config:
         props = parse_properties(Path(args.config).read_text())
     merge_overrides(props, args.override)
+    if args.kafka_version is not None:
+        props["kafka.version"] = args.kafka_version
     if args.user and not args.secure:
         raise ConfigError("--user makes a user of a --secure broker: give --secure too")
     if args.secure:
@@ -163,6 +168,9 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         if not 0 <= args.control_port <= 65535:
             raise ConfigError(f"--control-port {args.control_port}: a port is 0-65535")
         config.control_port = args.control_port
+    if config.kafka_version is not None:
+        log.info("answering ApiVersions as Apache Kafka %s's broker did, and serving only those versions",
+                 config.kafka_version)
     return config
 
 
