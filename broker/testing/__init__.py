@@ -49,6 +49,7 @@ from trafka.broker.tools.processes import terminate
 from trafka.wire.errors import ErrorCode
 from trafka.broker.tools.zookeeper_server import LocalZooKeeper, ZooKeeperError
 from trafka.wire.messages import CreateTopicsRequest, MetadataRequest
+from trafka.wire.protocol import ApiKey
 
 READY_LINE = re.compile(r"^trafka ready: bootstrap=(?P<host>\S+):(?P<port>\d+) .*?"
                         r"(?: security_protocol=(?P<security>\S+))?(?: control=\S+:(?P<control>\d+))?$")
@@ -80,6 +81,7 @@ class TrafkaBroker:
         secure: bool = False,
         users: Mapping[str, str] | None = None,
         controllable_clock: bool = False,
+        kafka_version: str | None = None,
     ) -> None:
         """``data_dir`` defaults to a temporary directory removed by ``close()``; ``properties`` are
         Kafka broker properties (``{"num.partitions": 3}``).
@@ -91,7 +93,11 @@ class TrafkaBroker:
         client settings.
 
         ``controllable_clock=True`` starts it with a clock that ``advance(seconds)`` moves forward: timeouts,
-        expiries and retention act as if that time had passed (trafka.broker.clock)."""
+        expiries and retention act as if that time had passed (trafka.broker.clock).
+
+        ``kafka_version="2.8"`` starts it as ``trafka --kafka-version 2.8``: it answers ApiVersions as Apache Kafka
+        2.8's broker did and serves only those versions (trafka.broker.kafka_versions); ``create_topic()`` asks
+        within them. (A secure broker's own admin connection logs in with SaslAuthenticate v2: from Kafka 2.5.)"""
         if users is not None and not secure:
             raise BrokerError("users log in to a secure broker: give secure=True too")
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="trafka-")
@@ -99,6 +105,15 @@ class TrafkaBroker:
         self.properties = {key: str(value) for key, value in (properties or {}).items()}
         self.secure = secure
         self.controllable_clock = controllable_clock
+        if kafka_version is not None:
+            from trafka.broker.kafka_versions import release
+
+            try:
+                release(kafka_version)
+            except ValueError as exc:
+                raise BrokerError(f"kafka_version={exc}") from None
+        #: The Apache Kafka release whose API versions the broker serves (None: all of trafka's).
+        self.kafka_version = kafka_version
         #: The users of a secure broker, name -> password (the first one is the default user).
         self.users: dict[str, str] = dict(users) if users else (
             {DEFAULT_SECURE_USER: secrets.token_urlsafe(12)} if secure else {})
@@ -127,6 +142,8 @@ class TrafkaBroker:
             command += ["--override", f"{key}={value}"]
         if self.controllable_clock:
             command.append("--controllable-clock")
+        if self.kafka_version is not None:
+            command += ["--kafka-version", self.kafka_version]
         if self.secure:
             command.append("--secure")
             for name, password in self.users.items():
@@ -193,7 +210,8 @@ class TrafkaBroker:
 
     def create_topic(self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None) -> str:
         """Create a topic (raises BrokerError with Kafka's error when the broker refuses); returns its name."""
-        return _create_topic(self.bootstrap_servers, name, partitions, 1, configs, self._client_security())
+        return _create_topic(self.bootstrap_servers, name, partitions, 1, configs, self._client_security(),
+                             kafka_version=self.kafka_version)
 
     # -- a secure broker's client settings (a PLAINTEXT broker's are its address alone) -----------------
 
@@ -279,6 +297,7 @@ class TrafkaBroker:
         from trafka.broker.security.credentials import MECHANISM_TYPES, salted_password
         from trafka.wire.messages import AlterUserScramCredentialsRequest as A
 
+        version = _version(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, self.kafka_version)
         try:
             with AdminClient(self.bootstrap_servers, timeout=30, security=self._client_security()) as client:
                 for mechanism in mechanisms:
@@ -286,7 +305,7 @@ class TrafkaBroker:
                     upsertion = A.ScramCredentialUpsertion(
                         name=name, mechanism=MECHANISM_TYPES[_mechanism(mechanism)], iterations=iterations,
                         salt=salt, salted_password=salted_password(mechanism, password, salt, iterations))
-                    (result,) = client.request(A(deletions=[], upsertions=[upsertion]), 0).results
+                    (result,) = client.request(A(deletions=[], upsertions=[upsertion]), version).results
                     if result.error_code != ErrorCode.NONE:
                         raise BrokerError(f"adding user {name}: {ErrorCode(result.error_code).name}: "
                                           f"{result.error_message}")
@@ -615,6 +634,18 @@ class TrafkaCluster:
         return f"<TrafkaCluster {self.bootstrap_servers or 'stopped'} zookeeper={self.zookeeper_connect}>"
 
 
+def _version(api_key: ApiKey, wanted: int, kafka_version: str | None) -> int:
+    """``wanted``, or the newest version a broker serving ``kafka_version``'s API versions serves, if older."""
+    if kafka_version is None:
+        return wanted
+    from trafka.broker.kafka_versions import cap
+
+    served = cap({api_key: (0, wanted)}, kafka_version)
+    if api_key not in served:
+        raise BrokerError(f"Apache Kafka {kafka_version} has no {api_key.name} (--kafka-version {kafka_version})")
+    return served[api_key][1]
+
+
 def _mechanism(mechanism: str) -> str:
     name = mechanism.upper()
     if name not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -623,14 +654,15 @@ def _mechanism(mechanism: str) -> str:
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
-                  configs: Mapping[str, object] | None, security=None) -> str:
+                  configs: Mapping[str, object] | None, security=None, *, kafka_version: str | None = None) -> str:
     topic = CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
         configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v)) for k, v in (configs or {}).items()],
     )
     try:
         with AdminClient(bootstrap, timeout=60, security=security) as client:
-            response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), CREATE_TOPICS_VERSION)
+            response = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=30_000),
+                                      _version(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, kafka_version))
     except ClientError as exc:
         raise BrokerError(str(exc)) from None
     (result,) = response.topics

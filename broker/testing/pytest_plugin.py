@@ -24,6 +24,10 @@ Fixtures:
   ``trafka_zookeeper`` ini option, or ``$TRAFKA_ZOOKEEPER``); without one, a ZooKeeper is started for
   the session from a local installation, fetched from Maven Central where there is none
   (trafka.broker.tools.zookeeper_server). Each cluster has its own chroot.
+
+``--trafka-kafka-version X.Y`` (or the ``trafka_kafka_version`` ini option, or ``$TRAFKA_KAFKA_VERSION``) makes
+the ``trafka`` and ``trafka_secure`` brokers answer ApiVersions as Apache Kafka X.Y's broker did and serve only
+those API versions (``trafka --kafka-version``): a suite runs against the brokers its code will meet.
 """
 from __future__ import annotations
 
@@ -42,9 +46,11 @@ _topic_numbers = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def trafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
+def trafka_session_broker(request: pytest.FixtureRequest,
+                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
     """The test session's trafka broker (``trafka`` hands it to each test, running)."""
-    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka") / "data", controllable_clock=True)
+    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka") / "data", controllable_clock=True,
+                          kafka_version=_kafka_version(request.config))
     broker.start()
     try:
         yield broker
@@ -65,10 +71,12 @@ SECURE_USERS = ("admin", "alice", "bob")
 
 
 @pytest.fixture(scope="session")
-def trafka_secure_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
+def trafka_secure_session_broker(request: pytest.FixtureRequest,
+                                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrafkaBroker]:
     """The test session's secure broker (``trafka_secure`` hands it to each test, running)."""
     users = {name: secrets.token_urlsafe(12) for name in SECURE_USERS}
-    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka-secure") / "data", secure=True, users=users)
+    broker = TrafkaBroker(tmp_path_factory.mktemp("trafka-secure") / "data", secure=True, users=users,
+                          kafka_version=_kafka_version(request.config))
     broker.start()
     try:
         yield broker
@@ -100,6 +108,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="the ZooKeeper trafka_cluster's brokers coordinate through (default: one started "
                           "for the session from a local installation)")
     parser.addini("trafka_zookeeper", "the ZooKeeper trafka_cluster's brokers coordinate through (HOST:PORT)")
+    parser.addoption("--trafka-kafka-version", metavar="X.Y",
+                     help="the trafka and trafka_secure brokers answer ApiVersions as Apache Kafka X.Y's broker did "
+                          "and serve only those API versions (trafka --kafka-version)")
+    parser.addini("trafka_kafka_version", "the Apache Kafka release (X.Y) whose API versions the trafka and "
+                                          "trafka_secure brokers serve")
+
+
+def _kafka_version(config: pytest.Config) -> str | None:
+    """The release the session's brokers act as: --trafka-kafka-version, the ini option or $TRAFKA_KAFKA_VERSION."""
+    return (config.getoption("--trafka-kafka-version") or config.getini("trafka_kafka_version")
+            or os.environ.get("TRAFKA_KAFKA_VERSION") or None)
 
 
 @pytest.fixture(scope="session")
