@@ -115,6 +115,10 @@ def test_a_leader_isolated_on_a_test_network_is_replaced_and_returns(tmp_path):
         _produce(cluster, topic, range(50, 100))
         cluster.heal()
         _until(lambda: _isr(cluster, topic) == [1, 2, 3], "the old leader back in the ISR")
+        # Registered again after its session expired, it fetched over new connections, not over those that lived
+        # through the cut (which TCP's retransmission back-off can keep silent for seconds after the heal).
+        _until(lambda: "over a new connection: this broker registered again" in cluster.broker(leader).log_text(),
+               "the old leader fetching over new connections")
 
         follower = next(n for n in (1, 2, 3) if n != cluster.leader(topic))
         cluster.isolate(follower, from_="brokers")

@@ -41,6 +41,9 @@ class BrokerRegistration:
     port: int
     rack: str | None = None
     endpoints: tuple[Endpoint, ...] = ()
+    #: The broker's epoch, as Kafka's: the ZooKeeper transaction that created the registration (its znode's
+    #: czxid), new each time the broker registers (after a restart, after its session expired); -1 unknown.
+    epoch: int = -1
 
     def address(self, listener: str) -> tuple[str, int] | None:
         """The advertised address of the broker's listener named ``listener``; None if it has none."""
@@ -70,9 +73,11 @@ class BrokerRegistration:
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, node_id: int, data: bytes, inter_broker_listener: str = "PLAINTEXT") -> BrokerRegistration:
-        """A registration read from ``/brokers/ids/<id>``; ``host`` and ``port`` are the endpoint of the
-        ``inter_broker_listener`` (else the first PLAINTEXT one, or the legacy host and port fields)."""
+    def from_json(cls, node_id: int, data: bytes, inter_broker_listener: str = "PLAINTEXT",
+                  epoch: int = -1) -> BrokerRegistration:
+        """A registration read from ``/brokers/ids/<id>`` (created at ZooKeeper transaction ``epoch``); ``host`` and
+        ``port`` are the endpoint of the ``inter_broker_listener`` (else the first PLAINTEXT one, or the legacy
+        host and port fields)."""
         document = json.loads(data)
         protocols = document.get("listener_security_protocol_map") or {}
         endpoints = []
@@ -86,7 +91,7 @@ class BrokerRegistration:
             host, port = chosen.host, chosen.port
         else:
             host, port = document.get("host") or "", int(document.get("port", -1))
-        return cls(node_id, host, port, document.get("rack"), tuple(endpoints))
+        return cls(node_id, host, port, document.get("rack"), tuple(endpoints), epoch)
 
 
 class CoordinationError(RuntimeError):

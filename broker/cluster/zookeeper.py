@@ -652,8 +652,9 @@ class ZooKeeperCluster:
         brokers = {}
         for child in client.get_children(BROKER_IDS, watch=self._watch):
             try:
-                data, _ = client.get(f"{BROKER_IDS}/{child}")
-                brokers[int(child)] = BrokerRegistration.from_json(int(child), data, self.inter_broker_listener)
+                data, stat = client.get(f"{BROKER_IDS}/{child}")
+                brokers[int(child)] = BrokerRegistration.from_json(int(child), data, self.inter_broker_listener,
+                                                                   stat.czxid)
             except (NoNodeError, ValueError):
                 continue
         reading.brokers = brokers

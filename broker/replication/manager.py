@@ -57,6 +57,8 @@ class ReplicaManager:
         # Followed partitions by leader id; those whose leader's address is not known yet wait in -1.
         self._following: dict[Partition, int] = {}
         self._fetchers: dict[int, tuple[ReplicaFetcher, BrokerRegistration, trio.CancelScope]] = {}
+        #: This broker's own epoch as last seen (its registration's: broker.cluster.BrokerRegistration.epoch).
+        self._own_epoch: int | None = None
         self._isr_changes: set[Partition] = set()
         self._isr_wakeup = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -118,11 +120,19 @@ class ReplicaManager:
         partition.isr_listener = None
 
     def brokers_changed(self) -> None:
-        """Live brokers changed: a leader that registered again (after a restart, at a new address)
-        gets a new fetcher; followers waiting for their leader's address start."""
+        """Live brokers changed: a leader that registered again (after a restart or an expired session, at a new
+        address or the same) gets a new fetcher, and so does every leader when this broker itself registered
+        again: a connection that lived through a network partition may wait for seconds in TCP's retransmission
+        back-off, and a new one is made at once. Followers waiting for their leader's address start."""
+        own = self.cluster.brokers.get(self.node_id)
+        registered_again = own is not None and self._own_epoch is not None and own.epoch != self._own_epoch
+        if own is not None:
+            self._own_epoch = own.epoch
         for source_id, (_, registration, scope) in list(self._fetchers.items()):
             current = self.cluster.brokers.get(source_id)
-            if current is not None and (current.host, current.port) != (registration.host, registration.port):
+            if current is not None and (registered_again or current != registration):
+                log.info("fetching from broker %d over a new connection: %s registered again", source_id,
+                         "this broker" if registered_again else f"broker {source_id}")
                 scope.cancel()
                 del self._fetchers[source_id]
                 for partition, leader in self._following.items():
