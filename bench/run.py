@@ -9,6 +9,7 @@
     python -m bench --security  # PLAINTEXT, SSL and SASL_SSL listeners on trafka and Kafka: throughput (bench/security.py)
     python -m bench --authorizer  # the StandardAuthorizer with 1,000 ACLs against none, on trafka and Kafka (bench/authorizer.py)
     python -m bench --nemesis  # a cluster under network faults and pauses, trafka and Kafka 3.9: what clients saw (bench/nemesis.py)
+    python -m bench --share  # share groups of 1, 3 and 6 consumers draining a queue, trafka and Kafka (bench/share.py)
 
 Every broker runs in its own process on loopback, and every workload in fresh client processes (see
 ``bench.workloads``). The brokers are all started first; each produce and consume workload then runs on
@@ -545,6 +546,12 @@ def main(argv: list[str] | None = None) -> int:
         "a ratio of the broker's own figures without an authorizer (see bench/authorizer.py)",
     )
     parser.add_argument(
+        "--share", action="store_true",
+        help="trafka and kafka (of --brokers): records/s through a share group (KIP-932) of 1, 3 and 6 confluent-kafka "
+        "ShareConsumers, each in its own process, draining a pre-filled topic of 6 partitions, and 6 on 1 partition "
+        "(see bench/share.py)",
+    )
+    parser.add_argument(
         "--nemesis", action="store_true",
         help="trafka and kafka (of --brokers): a three-broker cluster on a test network of its own under a random mix "
         "of partitions, pauses and lossy links while clients write and read, then a verdict on what they saw (see "
@@ -557,6 +564,10 @@ def main(argv: list[str] | None = None) -> int:
         return nemesis.main(rest, quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.share:
+        from bench import share
+
+        return share.main([], quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if args.authorizer:
         from bench import authorizer
 
