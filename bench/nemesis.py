@@ -41,7 +41,7 @@ LATE_RECOVERY_S = 300.0
 
 
 def run_one(product: str, minutes: float, seed: int, unclean: bool, history_path: Path,
-            keep: Path | None = None) -> dict[str, Any]:
+            keep: Path | None = None, nemeses: list[str] | None = None) -> dict[str, Any]:
     """One broker's run: the cluster, the faults for ``minutes``, the verdict (the brokers' data and logs kept
     under ``keep`` when given)."""
     from compat_tests import nemesis
@@ -58,7 +58,7 @@ def run_one(product: str, minutes: float, seed: int, unclean: bool, history_path
             workload = nemesis.Workload.start(target.bootstrap)
             ends = time.monotonic() + minutes * 60
             while time.monotonic() < ends:
-                name = chance.choice(sorted(nemesis.NEMESES))
+                name = chance.choice(nemeses or sorted(nemesis.NEMESES))
                 seconds = round(chance.uniform(*FAULT_S), 1)
                 try:
                     nemesis.apply(target, name, chance, seconds, history, recovery_s=RECOVERY_S)
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--unclean", action="store_true", help="unclean leader election on")
     parser.add_argument("--keep", type=Path, help="keep the brokers' data and logs in this directory")
+    parser.add_argument("--nemeses", help="the nemeses to draw from, comma-separated (default: all of them)")
     args = parser.parse_args(argv or [])
     from trafka.broker.testing import network as netns
 
@@ -142,6 +143,13 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         print(f"bench --nemesis: {why_not}", file=sys.stderr)
         return 2
     names = [n.strip() for n in args.brokers.split(",") if n.strip() in SUPPORTED]
+    from compat_tests.nemesis import NEMESES
+
+    chosen = [n.strip() for n in args.nemeses.split(",")] if args.nemeses else None
+    if chosen and (unknown := [n for n in chosen if n not in NEMESES]):
+        print(f"bench --nemesis: no nemesis {', '.join(unknown)} (there are {', '.join(sorted(NEMESES))})",
+              file=sys.stderr)
+        return 2
     minutes = args.minutes if args.minutes is not None else (2.0 if args.quick else 30.0)
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
     started_at = datetime.datetime.now(datetime.timezone.utc)
@@ -153,7 +161,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     for name in names:
         history_path = output.with_name(f"{output.stem}-{name}.history.jsonl")
         try:
-            results[name] = run_one(name, minutes, seed, args.unclean, history_path, args.keep)
+            results[name] = run_one(name, minutes, seed, args.unclean, history_path, args.keep, chosen)
             histories.append(history_path)
         except Exception as exc:  # a broker that cannot run here (no Kafka jars, say): reported, the others go on
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -161,7 +169,8 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         "mode": "nemesis", "started_at": started_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1),
         "command": "python -m bench --nemesis" + (" --quick" if args.quick else "") + (
-            " --unclean" if args.unclean else "") + f" --minutes {minutes:g} --seed {seed}",
+            " --unclean" if args.unclean else "") + f" --minutes {minutes:g} --seed {seed}" + (
+            f" --nemeses {args.nemeses}" if args.nemeses else ""),
         "machine": machine.describe({}), "minutes": minutes, "seed": seed, "unclean": args.unclean,
         "results": results,
     }

@@ -173,16 +173,21 @@ class Writer:
             self.acknowledged.append(int(msg.value()))
 
     def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
         sequence = 0
-        while not self._stop.is_set():
-            try:
-                self.producer.produce(self.topic, value=str(sequence).encode(), partition=self.partition,
-                                      on_delivery=self._report)
-                sequence += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-        self.producer.flush(60)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.producer.produce(self.topic, value=str(sequence).encode(), partition=self.partition,
+                                          on_delivery=self._report)
+                    sequence += 1
+                except BufferError:
+                    pass
+                self.producer.poll(0.002)
+            self.producer.flush(60)
+        except KafkaException as exc:  # a fatal error (an idempotent producer's sequence lost, say): it stops
+            self.failed.append(f"fatal: {exc.args[0]}")
 
     def start(self) -> Writer:
         self._thread.start()

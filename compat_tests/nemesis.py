@@ -21,7 +21,10 @@ committing its offsets after every batch.
 - ``one-way``: a leader's packets to its followers dropped, theirs to it not;
 - ``lossy``: 30% of the packets between the brokers lost at random;
 - ``slow-links``: the links between brokers slowed by 80-120 ms each way (a relay per broker: no ``tc netem``);
-- ``leader-paused``: a leader stopped (SIGSTOP) past its ZooKeeper session, then resumed.
+- ``leader-paused``: a leader stopped (SIGSTOP) past its ZooKeeper session, then resumed;
+- ``follower-then-the-isr``: a follower cut off until it falls out of a partition's ISR, then, with it back, the
+  partition's leader and its other follower cut off: the partition has no ISR member left to lead, and with unclean
+  election on the follower that fell behind leads (losing what was acknowledged without it, as Kafka documents).
 
 **The checker** (:func:`verdict`), once healed: every acknowledged record read back once, in its partition's
 order (lost, duplicated, out of order, gaps counted); the replicas byte-identical; every committed transaction read
@@ -353,6 +356,19 @@ def slow_links(target, chance):
     return "the links between brokers slowed by 80-120 ms each way", None
 
 
+def follower_then_the_isr(target, chance):
+    partition = chance.randrange(PARTITIONS)
+    leader, replicas, _ = target.cluster.metadata(TOPIC)[partition]
+    behind, other = [n for n in replicas if n != leader][:2]
+    target.network.isolate(_host(behind))
+    time.sleep(5)  # past replica.lag.time.max.ms (4 s): out of the ISR, while writes go on at the two others
+    target.network.heal()
+    target.network.isolate(_host(leader))
+    target.network.isolate(_host(other))
+    return (f"broker {behind} fell out of the ISR of {TOPIC}-{partition}, then its leader {leader} and broker "
+            f"{other} cut off from everything"), None
+
+
 def leader_paused(target, chance):
     leader = _a_leader(target, chance)
     pid = target.broker(leader).pid
@@ -371,6 +387,7 @@ NEMESES: dict[str, Callable] = {
     "lossy": lossy,
     "slow-links": slow_links,
     "leader-paused": leader_paused,
+    "follower-then-the-isr": follower_then_the_isr,
 }
 
 
@@ -405,9 +422,7 @@ def verdict(target: NemesisCluster, workload: Workload) -> dict[str, object]:
     workload.stop()
     result: dict[str, object] = {"product": target.product, "partitions": []}
     for partition, writer in enumerate(workload.writers):
-        records = ConfluentClient(target.bootstrap).consume(TOPIC, len(writer.acknowledged), partitions=[partition],
-                                                            timeout=60) if writer.acknowledged else []
-        values = [int(r.value) for r in records]
+        values = [int(value) for value in read_to_end(target.bootstrap, TOPIC, [partition])]
         acknowledged = set(writer.acknowledged)
         result["partitions"].append({
             "partition": partition, "acknowledged": len(acknowledged), "read": len(values),
@@ -420,7 +435,9 @@ def verdict(target: NemesisCluster, workload: Workload) -> dict[str, object]:
     outcomes = workload.transactions.outcomes
     result["transactions"] = dict(sorted(Counter(outcomes.values()).items()))
     result["group_read"] = _transaction_problems(outcomes, workload.reader.values, everything=False)
-    result["read_committed"] = _transaction_problems(outcomes, read_committed(target.bootstrap), everything=True)
+    result["read_committed"] = _transaction_problems(
+        outcomes, read_to_end(target.bootstrap, TXN_TOPIC, range(TXN_PARTITIONS), read_committed=True),
+        everything=True)
     result["group_offsets_back"] = sum(1 for offsets in workload.reader.commits.values() if offsets != sorted(offsets))
     return result
 
@@ -459,22 +476,26 @@ def _transaction_problems(outcomes: dict[int, str], values: list[bytes], *, ever
     return problems
 
 
-def read_committed(bootstrap: str) -> list[bytes]:
-    """Every record of the transactional topic a read_committed reader gets, from the start to the end."""
+def read_to_end(bootstrap: str, topic: str, partitions, *, read_committed: bool = False) -> list[bytes]:
+    """Every record of ``partitions`` of ``topic`` from the start to the end (the last stable offset, with
+    ``read_committed``), in each partition's order (partitions one after another)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "nemesis-check", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
+                         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+                         "enable.partition.eof": True})
     try:
-        consumer.assign([TopicPartition(TXN_TOPIC, p, 0) for p in range(TXN_PARTITIONS)])
-        values, ended = [], set()
-        deadline = time.monotonic() + 60
-        while len(ended) < TXN_PARTITIONS:
+        wanted = list(partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in wanted])
+        values: dict[int, list[bytes]] = {p: [] for p in wanted}
+        ended: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(ended) < len(wanted):
             if time.monotonic() > deadline:
-                raise TimeoutError("the transactional topic was not read to its end in 60 s")
+                raise TimeoutError(f"{topic} was not read to its end in 120 s")
             for message in consumer.consume(500, 0.5):
                 if message.error() is None:
-                    values.append(message.value())
-                elif message.error().code() == -191:  # _PARTITION_EOF: at the last stable offset
+                    values[message.partition()].append(message.value())
+                elif message.error().code() == -191:  # _PARTITION_EOF: at the end
                     ended.add(message.partition())
-        return values
+        return [value for p in wanted for value in values[p]]
     finally:
         consumer.close()
