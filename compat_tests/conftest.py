@@ -62,6 +62,20 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 
 
 @pytest.fixture
+def nemesis_network() -> Iterator[object]:
+    """A test network for a nemesis run: ZooKeeper's host and three brokers' (trafka.broker.testing.network; skips
+    where there can be none: no root, no nftables)."""
+    from compat_tests.nemesis import HOSTS
+    from trafka.broker.testing.network import TestNetwork, available
+
+    why_not = available()
+    if why_not is not None:
+        pytest.skip(f"no test network here: {why_not}")
+    with TestNetwork(HOSTS) as network:
+        yield network
+
+
+@pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """Start a private broker with Kafka property overrides: ``broker_factory(**{"message.max.bytes": 1000})``."""
     processes: list[BrokerProcess] = []

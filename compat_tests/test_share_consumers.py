@@ -117,7 +117,8 @@ class JavaShare:
 def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
     """``values`` appended as one batch: a consumer's ShareFetch waiting for records is woken by the append and
     acquires them all at once (records appended one by one could come to it one fetch apart)."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100})
+    # (a long linger keeps them in one batch however busy the machine is; flush() sends at once regardless)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5000})
     for value in values:
         producer.produce(topic, value=value)
     producer.flush(10)

@@ -131,9 +131,21 @@ class TrafkaBroker:
 
     def start(self) -> TrafkaBroker:
         """Start the broker (on its previous port when it had one and that is free) and wait until it
-        serves clients."""
+        serves clients. A broker of a cluster killed a moment ago is refused while its previous registration's
+        ZooKeeper session lasts (``zookeeper.session.timeout.ms``), as Kafka's is: it is started again until that
+        is over (for up to REGISTRATION_WAIT_S)."""
         if self.running:
             raise BrokerError("the broker is already running")
+        deadline = time.monotonic() + REGISTRATION_WAIT_S
+        while True:
+            try:
+                return self._start_once()
+            except BrokerError as exc:
+                if "is already registered in ZooKeeper" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _start_once(self) -> TrafkaBroker:
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-P", "-m", "trafka", "--host", self.host, "--port", str(port),
@@ -424,6 +436,9 @@ class TrafkaBroker:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+#: How long ``TrafkaBroker.start()`` waits for the ZooKeeper session of a killed incarnation of the broker to end.
+REGISTRATION_WAIT_S = 60.0
+
 #: A killed broker's partitions fail over once its ZooKeeper session expires: 6 s here rather than
 #: Kafka's default 18 s, so that tests and developers do not wait for it.
 CLUSTER_DEFAULTS: dict[str, object] = {"zookeeper.session.timeout.ms": 6000}
@@ -604,26 +619,30 @@ class TrafkaCluster:
         from trafka.wire.messages import ElectLeadersRequest
 
         with AdminClient(self.bootstrap_servers.split(",")[0], timeout=timeout) as client:
-            found = next((p for t in client.metadata([topic]).topics for p in t.partitions
-                          if p.partition_index == partition), None)
+            metadata = client.metadata([topic])
+            found = next((p for t in metadata.topics for p in t.partitions if p.partition_index == partition), None)
             if found is None:
                 raise BrokerError(f"no partition {topic}-{partition}")
             if node_id not in found.replica_nodes:
                 raise BrokerError(f"broker {node_id} holds no replica of {topic}-{partition} "
                                   f"(replicas {list(found.replica_nodes)})")
             replicas = [node_id, *(r for r in found.replica_nodes if r != node_id)]
+            # (both asked of the controller, as Kafka's tools ask them)
             reassigned = client.request(Reassign(timeout_ms=int(timeout * 1000), topics=[Reassign.ReassignableTopic(
                 name=topic, partitions=[Reassign.ReassignablePartition(partition_index=partition,
-                                                                       replicas=replicas)])]), 0)
+                                                                       replicas=replicas)])]), 0,
+                node_id=metadata.controller_id)
             check(reassigned.error_code, "reassigning", reassigned.error_message)
             for answered in reassigned.responses:
                 for part in answered.partitions:
                     check(part.error_code, f"reassigning {topic}-{partition}", part.error_message)
             deadline = time.monotonic() + timeout
             while self.leader(topic, partition) != node_id:
+                controller = client.metadata([]).controller_id
                 elected = client.request(ElectLeadersRequest(election_type=0, timeout_ms=int(timeout * 1000),
                                                              topic_partitions=[ElectLeadersRequest.TopicPartitions(
-                                                                 topic=topic, partitions=[partition])]), 2)
+                                                                 topic=topic, partitions=[partition])]), 2,
+                                         node_id=controller)
                 check(elected.error_code, "electing the preferred leader")
                 if time.monotonic() > deadline:
                     raise BrokerError(f"broker {node_id} did not become the leader of {topic}-{partition} in "
