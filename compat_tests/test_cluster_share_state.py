@@ -65,6 +65,16 @@ def _read(cluster, node_id: int, topic_id: uuid.UUID, partition: int):
             [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches])
 
 
+def _group_config(cluster, node_id: int, group: str, name: str) -> str | None:
+    from trafka.wire.messages import DescribeConfigsRequest
+
+    with _client(cluster, node_id) as client:
+        response = client.request(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=[name])], include_synonyms=False,
+            include_documentation=False), 4)
+    return next((config.value for config in response.results[0].configs if config.name == name), None)
+
+
 def _describe(cluster, node_id: int):
     with _client(cluster, node_id) as client:
         response = client.request(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
@@ -211,6 +221,11 @@ def test_share_consumers_lose_nothing_and_repeat_no_accepted_record_when_the_sta
         group = "failover-share-group"
         with _any_client(cluster) as client:  # every record from the first, however soon the consumers fetch
             set_group_configs(client, group, share_auto_offset_reset="earliest")
+        # Every broker learns group configs through ZooKeeper, a moment later: the leader of a partition the group
+        # first fetches must know the setting by then, or it starts the partition at its end ("latest").
+        for broker in cluster.brokers:
+            wait(lambda broker=broker: _group_config(cluster, broker.node_id, group, "share.auto.offset.reset")
+                 == "earliest", f"broker {broker.node_id} seeing the group's share.auto.offset.reset")
         consumers = [AcceptingConsumer(confluent_kafka, cluster.bootstrap, group, f"worker{i}") for i in range(2)]
         state_leader = wait(lambda: cluster.metadata("__share_group_state")[0][0] > 0
                             and cluster.metadata("__share_group_state")[0][0],
