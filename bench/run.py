@@ -557,6 +557,12 @@ def main(argv: list[str] | None = None) -> int:
         "of partitions, pauses and lossy links while clients write and read, then a verdict on what they saw (see "
         "bench/nemesis.py; its own options follow --nemesis: --minutes, --seed, --unclean, --keep)",
     )
+    parser.add_argument(
+        "--costs", action="store_true",
+        help="trafka and kafka (of --brokers): how memory, start time and latency grow with idle connections, "
+        "partitions, topics, committing consumer groups and concurrent producers; a table and a chart per curve "
+        "(see bench/costs.py; needs matplotlib: pip install -e '.[bench]')",
+    )
     args, rest = parser.parse_known_args(argv)
     if args.nemesis:
         from bench import nemesis
@@ -564,6 +570,10 @@ def main(argv: list[str] | None = None) -> int:
         return nemesis.main(rest, quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.costs:
+        from bench import costs
+
+        return costs.main([], quick=args.quick, output=args.output, brokers_arg=args.brokers)
     if args.share:
         from bench import share
 
