@@ -36,9 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trafka.broker.share.partition import BATCH_OPTIMIZED, AcquiredRange, Change, LogBatch, SharePartition
+from trafka.broker.share.partition import (
+    BATCH_OPTIMIZED,
+    AcquiredRange,
+    Change,
+    LogBatch,
+    OffsetRanges,
+    SharePartition,
+)
 from trafka.broker.share.sessions import ShareSessionCache
-from trafka.broker.share.state import DeliveryState, SharePersister
+from trafka.broker.share.state import SharePersister
 from trafka.storage import clock
 from trafka.storage.config_defs import BROKER_CONFIG_DEFS
 from trafka.wire.chunks import FileSlice
@@ -312,23 +319,23 @@ class SharePartitionManager:
     # -- acknowledging ------------------------------------------------------------------------------
 
     async def acknowledge(self, group_id: str, member_id: str, partition: Partition,
-                          batches: list[tuple[int, int, list[int]]]) -> tuple[ErrorCode, str | None, set[int]]:
+                          batches: list[tuple[int, int, list[int]]]) -> tuple[ErrorCode, str | None, OffsetRanges]:
         """Apply a member's acknowledgements to a partition and persist them: the error code for the partition, its
         message, and the offsets the acknowledgements made available again. A share partition not loaded here
         (never fetched from since this broker started leading it) is UNKNOWN_TOPIC_OR_PARTITION, as on Kafka."""
         if not partition.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {partition}", set()
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {partition}", OffsetRanges()
         entry = self._entries.get((group_id, partition.topic_id, partition.index))
         if entry is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, set()
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, OffsetRanges()
         try:
             entry = await self.entry(group_id, partition)
         except KafkaError as exc:
             code = exc.code if exc.code in _PASSED_ON else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return code, exc.message or None, set()
+            return code, exc.message or None, OffsetRanges()
         settings = self.group_settings(group_id)
         if not settings.renew_enabled and any(4 in types for _, _, types in batches):
-            return ErrorCode.INVALID_RECORD_STATE, "the group does not renew acquisition locks", set()
+            return ErrorCode.INVALID_RECORD_STATE, "the group does not renew acquisition locks", OffsetRanges()
         async with entry.lock:
             now = trio.current_time()
             try:
@@ -336,12 +343,11 @@ class SharePartitionManager:
                                                            lock_duration_ms=settings.record_lock_duration_ms)
                 await self._persist(entry, change)
             except KafkaError as exc:
-                return exc.code, exc.message or None, set()
+                return exc.code, exc.message or None, OffsetRanges()
             if any(4 in types for _, _, types in batches):  # renewed locks
                 self._schedule(now + settings.record_lock_duration_ms / 1000,
                                (group_id, entry.topic_id, entry.share_partition.partition))
-            released = {batch.first_offset + index for batch, index, _, _ in change.saved
-                        if batch.offsets[index].state == DeliveryState.AVAILABLE}
+            released = change.released_offsets()
         entry.wake()
         return ErrorCode.NONE, None, released
 
@@ -455,7 +461,7 @@ class SharePartitionManager:
             change = sp.expire_locks(now)
             if not change:
                 return
-            self.lock_expiries += len(change.saved)
+            self.lock_expiries += change.records
             try:
                 await self._persist(entry, Change())  # the records are free whether or not this is written
             except KafkaError as exc:

@@ -11,8 +11,8 @@ from trafka.broker.share.partition import (
     AcquiredRange,
     Event,
     LogBatch,
-    OffsetState,
     SharePartition,
+    StateRange,
 )
 from trafka.broker.share.state import AcknowledgeType, DeliveryState, PartitionState, StateBatch
 from trafka.wire.errors import ErrorCode, KafkaError
@@ -32,8 +32,7 @@ def batches(*ranges: tuple[int, int]) -> list[LogBatch]:
 
 
 def states(sp: SharePartition) -> dict[int, tuple[DeliveryState, int]]:
-    return {b.first_offset + i: (s.state, s.delivery_count) for b in sp.batches for i, s in enumerate(b.offsets)
-            if b.first_offset + i >= sp.start_offset}
+    return sp.offset_states()
 
 
 # -- the transition table ---------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def states(sp: SharePartition) -> dict[int, tuple[DeliveryState, int]]:
 ])
 def test_transition(state, event, count, expected):
     sp = SharePartition("g", "t", 0, delivery_count_limit=5)
-    offset_state = OffsetState(state, count, "m" if state == S.ACQUIRED else None, 1.0)
+    offset_state = StateRange(0, 0, state, count, "m" if state == S.ACQUIRED else None, 1.0)
     sp._apply(offset_state, event, "m", 2.0)
     assert offset_state.state == expected
     assert offset_state.delivery_count == count + (1 if event == Event.ACQUIRE else 0)
@@ -69,7 +68,7 @@ def test_every_other_transition_is_refused():
             if (state, event) in TRANSITIONS:
                 continue
             with pytest.raises(KafkaError) as refused:
-                sp._apply(OffsetState(state, 1), event, "m", 0.0)
+                sp._apply(StateRange(0, 0, state, 1), event, "m", 0.0)
             assert refused.value.code == ErrorCode.INVALID_RECORD_STATE
 
 
@@ -226,8 +225,8 @@ def test_renew_extends_the_lock():
     sp = new_partition(lock_duration_ms=1000)
     sp.acquire("m", batches((0, 4)), max_records=500, batch_size=500, now=0)
     sp.acknowledge("m", [(0, 4, [A.RENEW])], now=0.9)
-    assert len(sp.expire_locks(1.5).saved) == 0
-    assert len(sp.expire_locks(1.9).saved) == 5
+    assert sp.expire_locks(1.5).records == 0
+    assert sp.expire_locks(1.9).records == 5
 
 
 # -- locks, members, the delivery limit ---------------------------------------------------------------
@@ -237,7 +236,7 @@ def test_expired_locks_make_records_available_to_others():
     sp.acquire("m1", batches((0, 4)), max_records=500, batch_size=500, now=0)
     assert sp.next_deadline() == 1.0
     assert not sp.expire_locks(0.5)
-    assert len(sp.expire_locks(1.0).saved) == 5
+    assert sp.expire_locks(1.0).records == 5
     assert sp.lock_expiries == 5
     assert sp.acquire("m2", batches((0, 4)), max_records=500, batch_size=500, now=1) == [AcquiredRange(0, 4, 2)]
     with pytest.raises(KafkaError):
@@ -248,7 +247,7 @@ def test_member_leaving_releases_its_records_only():
     sp = new_partition()
     sp.acquire("m1", batches((0, 4)), max_records=500, batch_size=500, now=0)
     sp.acquire("m2", batches((5, 9)), max_records=500, batch_size=500, now=0)
-    assert len(sp.release_member("m1").saved) == 5
+    assert sp.release_member("m1").records == 5
     assert sp.next_fetch_offset() == 0
     assert states(sp)[5] == (S.ACQUIRED, 1)
 
