@@ -99,7 +99,10 @@ def test_confluent_kafka_admin(broker):
     results = [future.result(timeout=15) for future in deleted.values()]
     assert sorted(len(r) for r in results) == [0, 1]
     assert confluent_describe(admin, name="ck-group") == []
-    admin.delete_acls([confluent_filter(name="ck-orders"), confluent_filter(name="ck-")])  # leave it clean
+    cleaned = admin.delete_acls([confluent_filter(name="ck-orders"), confluent_filter(name="ck-")],
+                                request_timeout=10)
+    for future in cleaned.values():  # leave it clean for the tests after this one
+        future.result(timeout=15)
 
 
 def test_confluent_kafka_invalid_binding_and_refusal(broker):
