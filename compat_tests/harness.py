@@ -1,9 +1,11 @@
 """A real trafka broker in a child process, for the compatibility tests.
 
-`BrokerProcess` runs ``python -m trafka`` on a free port with its own data directory, waits for the
+`BrokerProcess` runs the ``trafka`` command on a free port with its own data directory, waits for the
 ready line (``trafka ready: bootstrap=HOST:PORT node_id=N data_dir=PATH``) and offers the life-cycle
 operations the tests need: a clean stop (SIGTERM), a crash (SIGKILL) and a restart on the same data
 directory. The broker's stderr goes to a log file so that a failing test can show what the broker said.
+The process is forked from the fork server of trafka.broker.testing, as the pytest plugin's brokers are;
+one on a test network or with its own limit on open files runs as ``python -m trafka``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from trafka.broker.testing import FORK_SERVER
+from trafka.broker.testing.forkserver import ForkedBroker
 from trafka.broker.tools.processes import terminate
 
 READY_LINE = re.compile(
@@ -58,7 +62,7 @@ class BrokerProcess:
         self.port = 0
         self.node_id = -1
         self.starts = 0
-        self._process: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[str] | ForkedBroker | None = None
         self._stdout_lines: list[str] = []
         self._ready = threading.Event()
         BrokerProcess.started.append(self)
@@ -70,23 +74,28 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "trafka", "--host", self.host, "--port", str(port),
-                   "--data-dir", str(self.data_dir)]
+        arguments = ["--host", self.host, "--port", str(port), "--data-dir", str(self.data_dir)]
         for key, value in self.overrides.items():
-            command += ["--override", f"{key}={value}"]
+            arguments += ["--override", f"{key}={value}"]
+        forked = self._wrap is None and self.max_open_files is None
+        command = [sys.executable, "-m", "trafka", *arguments]
         if self._wrap is not None:
             command = self._wrap(command)
         self.starts += 1
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "a") as log:
-            log.write(f"===== start #{self.starts}: {' '.join(command)}\n")
+            log.write(f"===== start #{self.starts}{' (forked)' if forked else ''}: {' '.join(command)}\n")
             log.flush()
             self._ready.clear()
             self._stdout_lines = []
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
-                cwd=SOURCE_ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                preexec_fn=self._limit_open_files if self.max_open_files is not None else None,
-            )
+            if forked:
+                self._process = FORK_SERVER.launch(arguments, log.fileno(), environment, cwd=SOURCE_ROOT)
+            else:
+                self._process = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
+                    cwd=SOURCE_ROOT, env=environment,
+                    preexec_fn=self._limit_open_files if self.max_open_files is not None else None,
+                )
         threading.Thread(target=self._read_stdout, args=(self._process,), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT
         while not self._ready.wait(0.05):
@@ -106,7 +115,7 @@ class BrokerProcess:
     def pid(self) -> int:
         return self._require_process().pid
 
-    def _read_stdout(self, process: subprocess.Popen[str]) -> None:
+    def _read_stdout(self, process: subprocess.Popen[str] | ForkedBroker) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             line = line.rstrip("\n")
@@ -179,7 +188,7 @@ class BrokerProcess:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def _require_process(self) -> subprocess.Popen[str]:
+    def _require_process(self) -> subprocess.Popen[str] | ForkedBroker:
         if self._process is None:
             raise RuntimeError(f"{self.name} was never started")
         return self._process

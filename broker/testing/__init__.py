@@ -20,10 +20,13 @@
         broker.add_user("carol", "carol-secret")         # SCRAM-SHA-256/512, through the broker
 
 :class:`TrafkaCluster` runs several brokers as one replicated cluster coordinated through ZooKeeper.
-The pytest plugin (``trafka.broker.testing.pytest_plugin``) offers the same as fixtures. The broker runs as
-``python -P -m trafka`` with the interpreter running the caller, listening on 127.0.0.1: ``-P`` keeps
-the working directory off its path, so that nothing of the caller's project stands in for trafka. Its
-log goes to ``broker.log`` beside the data directory.
+The pytest plugin (``trafka.broker.testing.pytest_plugin``) offers the same as fixtures. The broker runs the
+``trafka`` command in a process of its own, listening on 127.0.0.1, with the interpreter running the caller.
+It is forked from a fork server (:mod:`trafka.broker.testing.forkserver`) that has loaded trafka once, so
+that from the second broker on a start takes the broker's own start work alone; ``TrafkaBroker.fork = False``
+runs each as ``python -P -m trafka`` instead. (``-P``, in either, keeps the working directory off the path,
+so that nothing of the caller's project stands in for trafka.) Its log goes to ``broker.log`` beside the
+data directory.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+from trafka.broker.testing.forkserver import ForkedBroker, ForkServerClient
 from trafka.broker.tools.admin_client import AdminClient, ClientError, check
 from trafka.broker.tools.control_client import ControlClient, ControlError
 from trafka.broker.tools.processes import terminate
@@ -72,6 +76,9 @@ class BrokerError(RuntimeError):
 
 class TrafkaBroker:
     """One trafka broker process. Use it as a context manager, or ``start()`` and ``stop()`` it."""
+
+    #: Fork the broker from this process's fork server (False: start ``python -P -m trafka`` each time).
+    fork = True
 
     def __init__(
         self,
@@ -125,7 +132,7 @@ class TrafkaBroker:
         #: The address it listens on (its host's, on a test network) and its command as run there.
         self.host = HOST
         self._wrap: Callable[[list[str]], list[str]] | None = None
-        self._process: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[str] | ForkedBroker | None = None
 
     # -- life-cycle --------------------------------------------------------------------------------
 
@@ -148,8 +155,7 @@ class TrafkaBroker:
     def _start_once(self) -> TrafkaBroker:
         port = self.port if self.port and _port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-P", "-m", "trafka", "--host", self.host, "--port", str(port),
-                   "--data-dir", str(self.data_dir), "--control-port", "0"]
+        command = ["--host", self.host, "--port", str(port), "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
             command += ["--override", f"{key}={value}"]
         if self.controllable_clock:
@@ -160,11 +166,15 @@ class TrafkaBroker:
             command.append("--secure")
             for name, password in self.users.items():
                 command += ["--user", f"{name}:{password}"]
-        if self._wrap is not None:
-            command = self._wrap(command)
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "a") as log:
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            if self._wrap is None and self.fork:
+                self._process = FORK_SERVER.launch(command, log.fileno(), environment)
+            else:
+                command = [sys.executable, "-P", "-m", "trafka", *command]
+                self._process = subprocess.Popen(self._wrap(command) if self._wrap is not None else command,
+                                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                                 text=True, env=environment)
         self.port, self.control_port = self._wait_until_ready(self._process)
         return self
 
@@ -400,7 +410,7 @@ class TrafkaBroker:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _wait_until_ready(self, process: subprocess.Popen[str]) -> tuple[int, int]:
+    def _wait_until_ready(self, process: subprocess.Popen[str] | ForkedBroker) -> tuple[int, int]:
         assert process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         with selectors.DefaultSelector() as selector:
@@ -419,7 +429,7 @@ class TrafkaBroker:
                         process.wait()
                         raise BrokerError(f"the broker exited with {process.returncode}\n{self._log_tail()}")
 
-    def _running_process(self) -> subprocess.Popen[str]:
+    def _running_process(self) -> subprocess.Popen[str] | ForkedBroker:
         if self._process is None or self._process.poll() is not None:
             raise BrokerError("the broker is not running")
         return self._process
@@ -435,6 +445,9 @@ class TrafkaBroker:
     def _log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+
+#: The fork server of this process's brokers, started with the first one.
+FORK_SERVER = ForkServerClient()
 
 #: How long ``TrafkaBroker.start()`` waits for the ZooKeeper session of a killed incarnation of the broker to end.
 REGISTRATION_WAIT_S = 60.0

@@ -112,17 +112,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--user", action="append", default=[], metavar="NAME:PASSWORD",
         help="with --secure: a user to create, with SCRAM-SHA-256/512 credentials and as a PLAIN user "
              "(repeatable; default: admin with a generated password, kept in DATA_DIR/dev-security/admin.password)")
-    parser.add_argument("--version", action="version", version=f"trafka {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print trafka's version and exit")
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _VersionAction(argparse.Action):
+    """``--version``, which looks the version up only when asked (importlib.metadata is slow to load)."""
 
-    try:
-        return version("trafka")
-    except PackageNotFoundError:  # a source checkout that was never installed
-        return "(not installed)"
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("trafka")
+        except PackageNotFoundError:  # a source checkout that was never installed
+            found = "(not installed)"
+        print(f"trafka {found}")
+        parser.exit()
+
+
+#: What a broker loads after it is ready, when it first needs it: a fork server
+#: (:mod:`trafka.broker.testing.forkserver`) loads these too, so that its brokers find them loaded.
+LOADED_LATER = (
+    "trafka.broker.log_cleaner",
+    "trafka.broker.groups.coordinator",
+    "trafka.broker.groups.host",
+    "trafka.broker.txn.coordinator",
+    "trafka.broker.share.coordinator",
+    "trafka.broker.share.manager",
+    "trafka.broker.replication.manager",
+    "trafka.broker.cluster.zookeeper",
+    "trafka.broker.security.tls",
+    "trafka.broker.security.sasl",
+)
+
+
+def preload() -> None:
+    """Load every module a broker loads, at start or later (this module has loaded those of the start)."""
+    import importlib
+
+    for name in LOADED_LATER:
+        importlib.import_module(name)
 
 
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
