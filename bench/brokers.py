@@ -418,6 +418,21 @@ class BrokerProcess:
         return stopped_after
 
 
+def trafka_fixture_starts(count: int) -> list[float]:
+    """Seconds from ``TrafkaBroker.start()`` to its return (the broker ready), for ``count`` brokers in turn, as a
+    test fixture starts them: the first start includes the fork server's own, the others are forked from it."""
+    from trafka.broker.testing import TrafkaBroker
+
+    times = []
+    for _ in range(count):
+        broker = TrafkaBroker()
+        started = time.perf_counter()
+        broker.start()
+        times.append(time.perf_counter() - started)
+        broker.close()
+    return times
+
+
 def start(spec: BrokerSpec) -> BrokerProcess:
     """Start a broker and wait until it is ready; the clock runs from the first process it needs (the
     storage formatting of ``prepare``, if any) to its ready line or its first good ``ready_probe``."""
