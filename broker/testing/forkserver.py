@@ -13,10 +13,11 @@ The server is the broker's parent, so it reaps it and reports its exit status ov
 passed with the request. The server exits when its caller goes (its request socket closes); the brokers it
 started are left to their callers, as a subprocess is.
 
-Wire format of a request, on a Unix stream socket: a 4-byte big-endian length, a JSON object
-(``argv``, ``cwd``, ``env``) and, as ancillary data, the broker's stdin, stdout and stderr and the status
-pipe's write end. The answer: the broker's pid, 4 bytes. When the broker exits the server writes its
-status, as ``Popen.returncode`` gives it (a signal as its negative number), 4 bytes, to the status pipe.
+This module is the caller's side; the server's is :mod:`trafka.broker.tools.forkserver`. A request, on a
+Unix stream socket: a 4-byte big-endian length, a JSON object (``argv``, ``cwd``, ``env``) and, as
+ancillary data, the broker's stdin, stdout and stderr and the status pipe's write end. The answer: the
+broker's pid, 4 bytes. When the broker exits the server writes its status, as ``Popen.returncode`` gives
+it (a signal as its negative number), 4 bytes, to the status pipe.
 """
 from __future__ import annotations
 
@@ -30,12 +31,11 @@ import struct
 import subprocess
 import sys
 import threading
-import traceback
 
-_LENGTH = struct.Struct(">I")
-_INT = struct.Struct(">i")
+LENGTH = struct.Struct(">I")
+INT = struct.Struct(">i")
 #: stdin, stdout, stderr and the status pipe, in that order.
-_FDS_PER_REQUEST = 4
+FDS_PER_REQUEST = 4
 
 
 class ForkServerError(RuntimeError):
@@ -77,13 +77,13 @@ class ForkedBroker:
         self.send_signal(signal.SIGKILL)
 
     def _read_status(self) -> None:
-        while len(self._received) < _INT.size:
-            chunk = os.read(self._status, _INT.size - len(self._received))
+        while len(self._received) < INT.size:
+            chunk = os.read(self._status, INT.size - len(self._received))
             if not chunk:  # the server went before the broker: its status is unknown
-                self._received = _INT.pack(-signal.SIGKILL)
+                self._received = INT.pack(-signal.SIGKILL)
                 break
             self._received += chunk
-        self.returncode = _INT.unpack(self._received)[0]
+        self.returncode = INT.unpack(self._received)[0]
         os.close(self._status)  # stdout stays open, as Popen leaves it, for whoever still reads it
 
     def __del__(self) -> None:
@@ -115,9 +115,9 @@ class ForkServerClient:
                 with open(os.devnull, "rb") as stdin:
                     request = json.dumps({"argv": argv, "cwd": os.fspath(cwd or os.getcwd()), "env": env}).encode()
                     fds = array.array("i", [stdin.fileno(), stdout_write, stderr, status_write])
-                    connection.sendmsg([_LENGTH.pack(len(request)) + request],
+                    connection.sendmsg([LENGTH.pack(len(request)) + request],
                                        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-                answer = _receive_exactly(connection, _INT.size)
+                answer = receive_exactly(connection, INT.size)
             except OSError as exc:
                 for fd in (stdout_read, status_read):
                     os.close(fd)
@@ -126,7 +126,7 @@ class ForkServerClient:
             finally:
                 os.close(stdout_write)
                 os.close(status_write)
-        return ForkedBroker(_INT.unpack(answer)[0], ["trafka", *argv], stdout_read, status_read)
+        return ForkedBroker(INT.unpack(answer)[0], ["trafka", *argv], stdout_read, status_read)
 
     def _connection(self) -> socket.socket:
         if self._owner != os.getpid() or self._server is None or self._server.poll() is not None:
@@ -152,7 +152,7 @@ class ForkServerClient:
         self._socket = self._server = None
 
 
-def _receive_exactly(connection: socket.socket, size: int) -> bytes:
+def receive_exactly(connection: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
         chunk = connection.recv(size - len(data))
@@ -162,110 +162,6 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes:
     return data
 
 
-# -- the server -------------------------------------------------------------------------------------
-
-
-def serve(connection: socket.socket) -> None:
-    """Import the broker, then fork a broker for every request until the caller closes ``connection``."""
-    import gc
-
-    from trafka.broker.tools import cli
-
-    cli.preload()
-    gc.collect()
-    gc.freeze()  # what the imports made stays shared with every child, untouched by their collections
-
-    wakeup_read, wakeup_write = os.pipe()
-    os.set_blocking(wakeup_write, False)
-    signal.set_wakeup_fd(wakeup_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the brokers and their caller; they decide
-    status_pipes: dict[int, int] = {}
-    while True:
-        readable = select.select([connection, wakeup_read], [], [])[0]
-        if wakeup_read in readable:
-            os.read(wakeup_read, 512)
-            _report_exits(status_pipes)
-        if connection in readable:
-            request = _receive_request(connection)
-            if request is None:
-                return
-            (argv, cwd, env), fds = request
-            pid = os.fork()
-            if pid == 0:
-                connection.close()
-                os.close(wakeup_read)
-                os.close(wakeup_write)
-                for fd in status_pipes.values():
-                    os.close(fd)
-                _run_broker(argv, cwd, env, fds)
-            for fd in fds[:3]:
-                os.close(fd)
-            status_pipes[pid] = fds[3]
-            connection.sendall(_INT.pack(pid))
-
-
-def _receive_request(connection: socket.socket) -> tuple[tuple[list[str], str, dict[str, str]], list[int]] | None:
-    fds = array.array("i")
-    message, ancillary, _, _ = connection.recvmsg(_LENGTH.size, socket.CMSG_SPACE(_FDS_PER_REQUEST * fds.itemsize))
-    if not message:
-        return None
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    message += _receive_exactly(connection, _LENGTH.size - len(message)) if len(message) < _LENGTH.size else b""
-    body = json.loads(_receive_exactly(connection, _LENGTH.unpack(message)[0]))
-    return (body["argv"], body["cwd"], body["env"]), list(fds)
-
-
-def _report_exits(status_pipes: dict[int, int]) -> None:
-    while status_pipes:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        fd = status_pipes.pop(pid, None)
-        if fd is not None:
-            try:
-                os.write(fd, _INT.pack(os.waitstatus_to_exitcode(status)))
-            except OSError:  # its caller is gone
-                pass
-            os.close(fd)
-
-
-def _run_broker(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> None:
-    """In the forked child: become ``python -m trafka <argv>`` and never return."""
-    code = 1
-    try:
-        signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGINT):
-            signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD else signal.default_int_handler)
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-        for fd in fds:
-            os.close(fd)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        sys.argv = ["trafka", *argv]
-        sys.stdout.reconfigure(line_buffering=True)
-        from trafka.broker.tools import cli
-
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
-
-
 #: The fork server's program; its argument is the number of its end of the request socket.
-_SERVER_MAIN = f"import socket, sys; from {__name__} import serve; serve(socket.socket(fileno=int(sys.argv[1])))"
+_SERVER_MAIN = ("import socket, sys; from trafka.broker.tools.forkserver import serve; "
+                "serve(socket.socket(fileno=int(sys.argv[1])))")
