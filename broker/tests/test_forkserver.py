@@ -14,15 +14,20 @@ from trafka.broker.testing.forkserver import ForkServerClient
 @pytest.fixture
 def server():
     client = ForkServerClient()
+    client.launched = []
     yield client
+    for process in client.launched:  # what a failed test left running
+        process.kill()
     client._close()
 
 
 def _launch(server: ForkServerClient, tmp_path, *arguments: str, env: dict[str, str] | None = None):
     tmp_path.mkdir(exist_ok=True)
     with open(tmp_path / "broker.log", "a") as log:
-        return server.launch(["--port", "0", "--data-dir", str(tmp_path / "data"), *arguments], log.fileno(),
-                             env if env is not None else dict(os.environ), cwd=tmp_path)
+        process = server.launch(["--port", "0", "--data-dir", str(tmp_path / "data"), *arguments], log.fileno(),
+                                env if env is not None else dict(os.environ), cwd=tmp_path)
+    server.launched.append(process)
+    return process
 
 
 def _ready(process) -> str:
