@@ -26,10 +26,11 @@ install-test:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	bash compat_tests/setup.sh
 
-# Test modules run in parallel, each whole on one worker (its broker fixtures are per module).
+# Test modules run in parallel, each whole on one worker (its broker fixtures are per module), in the
+# order compat_tests/schedule.py gives them (the longest first), not reordered by their number of tests.
 WORKERS ?= 2
 test:
-	$(PYTHON) -m pytest -n $(WORKERS) --dist loadfile
+	$(PYTHON) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # A long fuzz run: mutated frames of real clients against a broker process (FRAMES=100000 for a shorter one).
 FRAMES ?= 1000000
