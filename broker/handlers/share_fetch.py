@@ -34,6 +34,7 @@ fetch reads from the log start.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -44,6 +45,9 @@ from trafka.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
 from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.messages import ShareFetchRequest, ShareFetchResponse
 from trafka.wire.protocol import ApiKey
+
+if TYPE_CHECKING:  # the share partitions load with the first share group (Broker.share_manager)
+    from trafka.broker.share.partition import OffsetRanges
 
 TopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
 PartitionData = ShareFetchResponse.PartitionData
@@ -103,7 +107,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
 
     # The acknowledgements first. The records they release are still being written as this request first
     # acquires (as on Kafka, where they are in transition until persisted): a wait that follows can take them.
-    in_transition: dict[tuple[uuid.UUID, int], set[int]] = {}
+    in_transition: dict[tuple[uuid.UUID, int], OffsetRanges] = {}
     for topic in request.topics:
         for wanted_partition in topic.partitions:
             if not wanted_partition.acknowledgement_batches:
