@@ -224,6 +224,17 @@ def test_group_configs_are_described_checked_and_altered_alike(brokers):
                     [(c.name, c.value, c.read_only, c.config_source, c.is_sensitive, c.config_type,
                       [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs])
 
+        def describe_when(name: str, ready, keys=None):
+            """What describe shows once ``ready(values by name)`` holds (or after 15 s): Kafka applies an altered
+            group config through its metadata log, so a describe right after an alteration may show the one
+            before it."""
+            deadline = time.monotonic() + 15
+            while True:
+                shown = describe(name, keys)
+                if ready({c[0]: c[1] for c in shown[2]}) or time.monotonic() > deadline:
+                    return shown
+                time.sleep(0.1)
+
         def alter(name: str, *ops, validate_only=False):
             response = client.request(Inc(resources=[Inc.AlterConfigsResource(
                 resource_type=32, resource_name=name, configs=[
@@ -246,13 +257,14 @@ def test_group_configs_are_described_checked_and_altered_alike(brokers):
                           ("share.auto.offset.reset", 0, "by_duration:PT1H"),
                           ("share.isolation.level", 0, "read_committed"),
                           ("share.record.lock.duration.ms", 0, "20000"), ("share.delivery.count.limit", 0, "3")))
-        seen.append(describe("sd-configs"))
+        seen.append(describe_when("sd-configs", lambda values: values.get("share.delivery.count.limit") == "3"))
         seen.append(alter("sd-configs", ("share.session.timeout.ms", 1, None)))
-        seen.append(describe("sd-configs", ["share.session.timeout.ms", "share.auto.offset.reset"]))
+        seen.append(describe_when("sd-configs", lambda values: values.get("share.session.timeout.ms") != "50000",
+                                  ["share.session.timeout.ms", "share.auto.offset.reset"]))
         response = client.request(A(resources=[A.AlterConfigsResource(resource_type=32, resource_name="sd-configs",
                                   configs=[A.AlterableConfig(name="share.delivery.count.limit", value="4")])]), 2)
         seen.append([(r.error_code, r.error_message) for r in response.responses])
-        seen.append(describe("sd-configs"))
+        seen.append(describe_when("sd-configs", lambda values: values.get("share.delivery.count.limit") == "4"))
         listed = client.request(ListConfigResourcesRequest(resource_types=[32]), 1)
         seen.append((listed.error_code, [(r.resource_name, r.resource_type) for r in listed.config_resources]))
         return seen
