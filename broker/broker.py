@@ -62,6 +62,8 @@ HOUSEKEEPING_INTERVAL_S = 1.0
 # looks at this many logs between two chances for other tasks to run.
 RETENTION_FIRST_CHECK_S = 30.0
 RETENTION_BATCH = 500
+# The log cleaner starts this long after the broker serves (log.cleaner.backoff.ms is 15 s between looks).
+LOG_CLEANER_START_DELAY_S = 0.2
 
 
 class Broker:
@@ -401,9 +403,7 @@ class Broker:
                 if self.topics.get(SHARE_STATE_TOPIC) is not None:
                     self.share_coordinator()
                 task_status.started()
-                from trafka.broker.log_cleaner import LogCleaner  # (after start: not on the way to ready)
-
-                nursery.start_soon(LogCleaner(self.log_manager, self.config).run)
+                nursery.start_soon(self._run_log_cleaner)
                 next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S
                 retention_interval_s = self.config.log_retention_check_interval_ms / 1000
                 next_retention = trio.current_time() + min(retention_interval_s, RETENTION_FIRST_CHECK_S)
@@ -434,6 +434,13 @@ class Broker:
             if not index % RETENTION_BATCH:
                 await trio.lowlevel.checkpoint()
         return deleted
+
+    async def _run_log_cleaner(self) -> None:
+        """The log cleaner, loaded a moment after the broker serves: its modules are not on the way to ready."""
+        await trio.sleep(LOG_CLEANER_START_DELAY_S)
+        from trafka.broker.log_cleaner import LogCleaner
+
+        await LogCleaner(self.log_manager, self.config).run()
 
     async def _run_due_flushes(self) -> None:
         """fsync what rolls left behind and what ``flush.ms`` asks for, each in a worker thread:
