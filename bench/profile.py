@@ -10,6 +10,11 @@ stacks to ``bench/results/profile-<workload>.txt`` (load them into speedscope or
 summary lists the functions with the largest share of samples, by self time and including callees,
 with file:line.
 
+``python -m bench.profile start`` profiles a broker's start instead: it starts ``python -X importtime -m trafka``
+ten times (a warm page cache: the first start is left out) and writes to ``bench/results/profile-start.txt``
+the median time from spawn to the ready line, how much of it the interpreter and its site, trio and
+trafka's own modules take to load, and the modules that take longest.
+
 With ``--perf``, Linux ``perf`` samples the broker's CPU time instead (``cpu-clock``, so it works where
 the machine has no hardware counters): kernel and native functions, where py-spy sees Python lines
 only and counts a thread preempted inside a system call as busy. The report, by library and symbol, is
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,9 +68,62 @@ def _frame_name(frame: str) -> str:
     return frame.replace(str(brokers.REPO_ROOT) + "/", "")
 
 
+_IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def profile_start(starts: int, top: int) -> str:
+    """Spawn-to-ready times and import times (each module's fastest of ``starts``) of ``python -m trafka``."""
+    ready_times: list[float] = []
+    fastest: dict[str, tuple[int, int, int]] = {}  # module -> (self us, cumulative us, depth)
+    for attempt in range(starts + 1):
+        data = Path(tempfile.mkdtemp(prefix="bench-start-"))
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "trafka", "--port", "0", "--data-dir", str(data / "data"),
+             "--log-level", "WARNING"], cwd=brokers.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("trafka ready: "):
+                break
+        elapsed = time.perf_counter() - started
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+        shutil.rmtree(data, ignore_errors=True)
+        if attempt == 0:
+            continue  # the page cache is warm from the second start on
+        ready_times.append(elapsed)
+        for match in _IMPORT_LINE.finditer(stderr):
+            own, cumulative, depth, name = int(match[1]), int(match[2]), len(match[3]) // 2, match[4]
+            best = fastest.get(name)
+            if best is None or cumulative < best[1]:
+                fastest[name] = (own, cumulative, depth)
+
+    def own_ms(*prefixes: str) -> float:
+        return sum(own for name, (own, _, _) in fastest.items() if name.startswith(prefixes)) / 1000
+
+    top_level = sum(cumulative for own, cumulative, depth in fastest.values() if depth == 0) / 1000
+    site_ms = fastest.get("site", (0, 0, 0))[1] / 1000
+    trafka_ms, trio_ms = own_ms("trafka"), own_ms("trio", "attr", "outcome", "sniffio", "sortedcontainers", "idna")
+    lines = [
+        f"start to ready, median of {starts} warm starts: {statistics.median(ready_times) * 1000:.0f} ms "
+        f"(fastest {min(ready_times) * 1000:.0f} ms)",
+        f"modules loaded: {len(fastest)}, {sum(1 for name in fastest if name.startswith('trafka'))} of them trafka's",
+        f"all imports (each module's fastest): {top_level:.1f} ms, of which",
+        f"  site (the interpreter's start-up .pth files and what they load): {site_ms:.1f} ms",
+        f"  trio and its dependencies: {trio_ms:.1f} ms",
+        f"  trafka's own modules: {trafka_ms:.1f} ms",
+        f"  the rest (standard library and other packages): {top_level - site_ms - trafka_ms - trio_ms:.1f} ms",
+        "",
+        "modules by their own import time (ms; fastest start):",
+        *(f"  {own / 1000:6.2f}  {name}" for name, (own, _, _) in
+          sorted(fastest.items(), key=lambda item: -item[1][0])[:top]),
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("workload", choices=["produce", "consume"])
+    parser.add_argument("workload", choices=["produce", "consume", "start"])
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=1)
@@ -72,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--perf", action="store_true", help="sample CPU time with Linux perf (kernel and native frames)")
     args = parser.parse_args(argv)
+    if args.workload == "start":
+        report = profile_start(10, args.top)
+        output = RESULTS_DIR / "profile-start.txt"
+        output.write_text(report + "\n")
+        print(f"{report}\n\nwritten to {output}")
+        return 0
     tool = shutil.which("perf" if args.perf else "py-spy")
     if tool is None:
         parser.error("perf is not installed (Debian: apt install linux-perf)" if args.perf else "py-spy is not installed (pip install py-spy)")
