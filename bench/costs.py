@@ -1,7 +1,7 @@
 """How a broker's cost grows with what its users grow: connections, partitions, topics, consumer groups and
 producers, on trafka and Apache Kafka side by side, as tables and charts.
 
-    python -m bench --costs            # the points below: about 20 minutes on 2 cores
+    python -m bench --costs            # the points below: about 12 minutes on 2 cores
     python -m bench --costs --quick    # smaller points: a few minutes, a check that the mode works
     python -m bench.costs --curves metadata,commits --quick --output /tmp/costs-trial.json   # some curves only
 
@@ -20,7 +20,9 @@ own (``bench.costs_clients``):
    every partition with a leader), RSS 1 s after that, and the descriptors and memory maps the broker
    holds, which tell how many partitions the machine's limits allow.
 3. **metadata**: a Metadata request for all topics (v12) with 1, 100, 1,000 and 10,000 topics of one
-   partition: the time from sending it to reading the last byte of the answer, median and p99.
+   partition: the time from sending it to reading the last byte of the answer, median and p99. The topics
+   are created 100 to a CreateTopics request within 240 s for the whole curve; a broker that cannot create
+   them in that time is measured with the topics it has, and its curve ends there.
 4. **commits**: 1,000 consumer groups committing an offset every second for a minute, one connection
    each: OffsetCommit (v9, generation -1, empty member id, as a consumer with manually assigned
    partitions commits) built with trafka's wire codec; commit latency, and how ``__consumer_offsets``
@@ -32,6 +34,9 @@ own (``bench.costs_clients``):
    each handing records to its instances in turn from one thread; every instance connected before the
    clock starts; one run of 1 producer on each broker first, not counted (Kafka's JIT), then 3 rounds
    with the brokers in turns, the median.
+
+A curve that fails on one broker (an error, a broker that stops answering) keeps the points it measured,
+records the error and the broker's last output lines, and the run goes on with the next.
 
 The bench process raises its RLIMIT_NOFILE (soft and hard, as root may) and the brokers inherit it; the
 limits, ``fs.nr_open``, ``fs.file-max`` and ``vm.max_map_count`` are in the results. ``--quick`` takes
@@ -68,7 +73,9 @@ SUPPORTED = ("trafka", "kafka")
 CURVES = ("connections", "partitions", "metadata", "commits", "producers")
 DESCRIPTOR_LIMIT = 262_144  # RLIMIT_NOFILE asked for the bench process and its brokers
 SETTLE_S = 1.0
-TOPIC_CHUNK = 1_000  # partitions per topic, and topics per CreateTopics request
+TOPIC_CHUNK = 1_000  # partitions per topic, and topics per CreateTopics request of the partitions curve
+TOPICS_PER_REQUEST = 100  # topics per CreateTopics request of the metadata curve
+TOPICS_BUDGET_S = 240.0  # creating the metadata curve's topics, all points together
 SERVING_TIMEOUT_S = 300.0
 CLIENT_TIMEOUT_S = 400.0
 HOLDER_TIMEOUT_S = 330.0
@@ -232,19 +239,25 @@ def wait_until_served(bootstrap: str, partitions: int, since: float) -> float:
     raise brokers.BrokerError(f"{partitions} partitions not served within {SERVING_TIMEOUT_S:.0f} s")
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> float:
-    """Create ``topics`` (name -> partitions), ``TOPIC_CHUNK`` to a request; the seconds it took."""
+def create_topics(bootstrap: str, topics: dict[str, int], per_request: int = TOPIC_CHUNK,
+                  deadline: float | None = None) -> tuple[float, int]:
+    """Create ``topics`` (name -> partitions), ``per_request`` to a CreateTopics request, no new request
+    after ``deadline`` (perf_counter); the seconds it took and how many were created."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     started = time.perf_counter()
     names = list(topics)
-    for first in range(0, len(names), TOPIC_CHUNK):
-        chunk = [NewTopic(n, topics[n], 1) for n in names[first:first + TOPIC_CHUNK]]
+    created = 0
+    for first in range(0, len(names), per_request):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        chunk = [NewTopic(n, topics[n], 1) for n in names[first:first + per_request]]
         futures = admin.create_topics(chunk, operation_timeout=SERVING_TIMEOUT_S, request_timeout=SERVING_TIMEOUT_S)
         for future in futures.values():
             future.result(timeout=SERVING_TIMEOUT_S)
-    return time.perf_counter() - started
+        created += len(chunk)
+    return time.perf_counter() - started, created
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -274,10 +287,10 @@ class Holder:
         self.process.wait()
 
 
-def connections_curve(name: str, plan: CostsPlan, progress: Progress, live: Live) -> dict[str, Any]:
+def connections_curve(name: str, plan: CostsPlan, progress: Progress, live: Live, result: dict[str, Any]) -> None:
     broker = start(broker_spec(name), live)
     broker.create_topic(LATENCY_TOPIC, 1)
-    result: dict[str, Any] = {"start_to_ready_s": broker.ready_s, "nofile": process_nofile(broker.pid), "points": []}
+    result.update(start_to_ready_s=broker.ready_s, nofile=process_nofile(broker.pid), points=[])
     latency_params = {"workload": "produce_latency", "bootstrap": broker.bootstrap, "topic": LATENCY_TOPIC, "acks": 1,
                       "linger_ms": 0, "size": plan.record_size, "mb_per_s": plan.latency_mb_per_s,
                       "broker_pid": broker.pid}
@@ -302,7 +315,6 @@ def connections_curve(name: str, plan: CostsPlan, progress: Progress, live: Live
     finally:
         holder.close()
     result["shutdown_s"] = stop(broker, live)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -320,16 +332,16 @@ def topic_sizes(made: int, target: int) -> dict[str, int]:
     return topics
 
 
-def partitions_curve(name: str, plan: CostsPlan, progress: Progress, live: Live) -> dict[str, Any]:
+def partitions_curve(name: str, plan: CostsPlan, progress: Progress, live: Live, result: dict[str, Any]) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"bench-costs-{name}-"))
-    result: dict[str, Any] = {"points": []}
+    result["points"] = []
     try:
         broker = start(broker_spec(name, root=root), live)
         result.update(start_to_ready_s=broker.ready_s, nofile=process_nofile(broker.pid), empty=held(broker.pid))
         made = 0
         for count in plan.partitions:
             point: dict[str, Any] = {"partitions": count}
-            point["create_s"] = create_topics(broker.bootstrap, topic_sizes(made, count))
+            point["create_s"], _ = create_topics(broker.bootstrap, topic_sizes(made, count))
             made = count
             wait_until_served(broker.bootstrap, count, time.perf_counter())
             point.update(rss_mb_before_restart=broker.rss_mb(), held_before_restart=held(broker.pid))
@@ -348,7 +360,6 @@ def partitions_curve(name: str, plan: CostsPlan, progress: Progress, live: Live)
         common.stop_all(live)
         live.clear()
         shutil.rmtree(root, ignore_errors=True)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -378,21 +389,27 @@ def metadata_latency(bootstrap: str, repeats: int) -> dict[str, Any]:
             "mean_ms": statistics.fmean(latencies) * 1000, **percentiles(latencies)}
 
 
-def metadata_curve(name: str, plan: CostsPlan, progress: Progress, live: Live) -> dict[str, Any]:
+def metadata_curve(name: str, plan: CostsPlan, progress: Progress, live: Live, result: dict[str, Any]) -> None:
     broker = start(broker_spec(name), live)
-    result: dict[str, Any] = {"points": []}
+    result["points"] = []
     made = 0
+    deadline = time.perf_counter() + TOPICS_BUDGET_S
     for count in plan.topics:
         point: dict[str, Any] = {"topics": count}
-        point["create_s"] = create_topics(broker.bootstrap, {f"costs-t{i:05d}": 1 for i in range(made, count)})
-        made = count
-        wait_until_served(broker.bootstrap, count, time.perf_counter())
+        point["create_s"], created = create_topics(
+            broker.bootstrap, {f"costs-t{i:05d}": 1 for i in range(made, count)}, TOPICS_PER_REQUEST, deadline)
+        made += created
+        if made < count:  # out of time: Metadata with the topics there are, and the curve ends
+            point.update(topics=made, topics_asked=count,
+                         note=f"{made:,} of {count:,} topics created within {TOPICS_BUDGET_S:.0f} s")
+        wait_until_served(broker.bootstrap, made, time.perf_counter())
         point.update(metadata_latency(broker.bootstrap, plan.metadata_repeats))
         point["rss_mb"] = broker.rss_mb()
         result["points"].append(point)
-        progress.step(name, f"Metadata, {count:,} topics", point)
+        progress.step(name, f"Metadata, {made:,} topics", point)
+        if made < count:
+            break
     stop(broker, live)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -426,11 +443,11 @@ class DiskSampler(RssSampler):
             self._stop.wait(self.interval)
 
 
-def commits_curve(name: str, plan: CostsPlan, progress: Progress, live: Live) -> dict[str, Any]:
+def commits_curve(name: str, plan: CostsPlan, progress: Progress, live: Live, result: dict[str, Any]) -> None:
     broker = start(broker_spec(name, COMMIT_PROPERTIES), live)
     broker.create_topic(COMMIT_TOPIC, plan.commit_partitions)
     with DiskSampler(broker, interval=0.5) as disk:
-        result = common.run_workload("bench.costs", {
+        result |= common.run_workload("bench.costs", {
             "workload": "commit", "bootstrap": broker.bootstrap, "topic": COMMIT_TOPIC, "groups": plan.groups,
             "partitions": plan.commit_partitions, "seconds": plan.commit_seconds}, CLIENT_TIMEOUT_S)
     start_at, end_at = result.get("window_start_monotonic"), result.get("window_end_monotonic")
@@ -447,7 +464,6 @@ def commits_curve(name: str, plan: CostsPlan, progress: Progress, live: Live) ->
     result["offsets_partitions"] = len(list((broker.temp_dir / "data").glob("__consumer_offsets-*")))
     result["shutdown_s"] = stop(broker, live)
     progress.step(name, f"{plan.groups:,} groups committing every second", result)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -542,11 +558,13 @@ def run(names: list[str], curves: list[str], plan: CostsPlan, progress: Progress
                 results[name][curve] = result
             continue
         for name in names:
+            result = results[name][curve] = {}
             try:
-                results[name][curve] = one_broker[curve](name, plan, progress, live)
-            except (brokers.BrokerError, OSError, RuntimeError) as exc:
-                results[name][curve] = {"error": f"{type(exc).__name__}: {exc}"}
-                print(f"bench: {name} {curve}: {results[name][curve]['error']}", file=sys.stderr, flush=True)
+                one_broker[curve](name, plan, progress, live, result)
+            except Exception as exc:  # noqa: BLE001  (the curve ends here, with what it measured; the others run)
+                result["error"] = f"{type(exc).__name__}: {exc}"
+                result["broker_output_tail"] = [line for broker in live for line in broker.log_tail(40).splitlines()]
+                print(f"bench: {name} {curve}: {result['error']}", file=sys.stderr, flush=True)
                 common.stop_all(live)
                 live.clear()
     return results

@@ -75,10 +75,10 @@ def report(document: dict[str, Any]) -> str:
         f"{machine['cpu_cores']} cores",
         "",
         f"Limits: the bench's RLIMIT_NOFILE {limits['bench_nofile'][0]:,} (soft) / {limits['bench_nofile'][1]:,} "
-        f"(hard), raised from {limits['bench_nofile_before'][0]:,} / {limits['bench_nofile_before'][1]:,}, which its "
+        f"(hard), from {limits['bench_nofile_before'][0]:,} / {limits['bench_nofile_before'][1]:,}, which its "
         f"brokers inherit; fs.nr_open {limits['fs_nr_open']:,}; fs.file-max {limits['fs_file_max']:,}; "
         f"vm.max_map_count {limits['vm_max_map_count']:,}; local ports {'-'.join(limits['ip_local_port_range'])}."
-        + (f" Refused: {limits['refused']}." if limits.get("refused") else ""),
+        + (f" Not raised further: {limits['refused']} (no CAP_SYS_RESOURCE here)." if limits.get("refused") else ""),
     ]
     for curve, section in (("connections", _connections), ("partitions", _partitions), ("metadata", _metadata),
                            ("commits", _commits), ("producers", _producers)):
@@ -151,8 +151,10 @@ def _metadata(document: dict[str, Any], names: list[str]) -> list[str]:
         rows.append(row)
     header = ["topics", *(f"{n} p50 / p99 (ms)" for n in names), *(f"{n} answer (KiB)" for n in names),
               *(f"{n} requests" for n in names)]
+    notes = [f"{n}: {p['note']}; the curve ends there." for n in names for p in _points(document, n, "metadata")
+             if "note" in p]
     return ["Metadata for all topics (v12), one request at a time, to the last byte of the answer", "",
-            *_table(header, rows)]
+            *_table(header, rows), *(["", *notes] if notes else [])]
 
 
 def _commits(document: dict[str, Any], names: list[str]) -> list[str]:
@@ -272,6 +274,7 @@ def _draw_metadata(document: dict[str, Any], names: list[str], axes: list[Any]) 
     _plot(axes[0], document, names, "metadata", "topics", [("p50_ms", "--", "p50"), ("p99_ms", "-", "p99")])
     axes[0].set(xscale="log", yscale="log", xlabel="topics (1 partition each)", ylabel="ms",
                 title="Metadata for all topics")
+    _plain_ticks(axes[0], document["plan"]["topics"])
 
 
 def _draw_commits(document: dict[str, Any], names: list[str], axes: list[Any]) -> None:
@@ -298,3 +301,10 @@ def _draw_producers(document: dict[str, Any], names: list[str], axes: list[Any])
     _plot(axes[0], document, names, "producers", "producers", [("records_per_s", "-", "")])
     axes[0].set(xscale="log", xlabel="concurrent producer instances", ylabel="records/s (1 KB, acks=1)",
                 title="produce throughput", ylim=(0, None))
+    _plain_ticks(axes[0], document["plan"]["producers"])
+
+
+def _plain_ticks(axis: Any, values: list[int]) -> None:
+    """The points measured as the ticks of a log axis, written out in full."""
+    axis.set_xticks(values, [f"{v:,}" for v in values])
+    axis.minorticks_off()
