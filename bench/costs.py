@@ -2,7 +2,7 @@
 producers, on trafka and Apache Kafka side by side, as tables and charts.
 
     python -m bench --costs            # the points below: about 12 minutes on 2 cores
-    python -m bench --costs --quick    # smaller points: a few minutes, a check that the mode works
+    python -m bench --costs --quick    # smaller points: about 2 minutes, a check that the mode works
     python -m bench.costs --curves metadata,commits --quick --output /tmp/costs-trial.json   # some curves only
 
 Five curves, each on brokers of its own (started for it, stopped after it), every client a process of its
