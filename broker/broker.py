@@ -22,6 +22,7 @@ import trio
 from trafka.broker.cluster import CoordinationError
 from trafka.broker.config import BrokerConfig
 from trafka.broker.faults import FaultRules
+from trafka.broker.memory import RELEASED_BUFFERS
 from trafka.broker.producer_ids import ClusterProducerIdManager, ProducerIdManager
 from trafka.broker.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, Topic, TopicManager
 from trafka.storage import clock
@@ -415,6 +416,7 @@ class Broker:
                             next_checkpoint = trio.current_time()  # the new log start offsets, at once
                         next_retention = trio.current_time() + retention_interval_s
                     self.log_manager.delete_expired_files()
+                    await RELEASED_BUFFERS.give_back()
                     if trio.current_time() >= next_checkpoint:
                         await self._write_checkpoints()
                         next_checkpoint = trio.current_time() + CHECKPOINT_INTERVAL_S

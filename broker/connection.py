@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from trafka.broker.faults import Action, top_level_error_response
+from trafka.broker.memory import RELEASED_BUFFERS
 from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
 from trafka.broker.handlers.api_versions import api_versions_response, served_versions_on
 from trafka.broker.security.quotas import MUTATION_APIS, client_throttles
@@ -67,6 +68,9 @@ GATHER_LIMIT = 64 * 1024
 SENDFILE_MIN = 16 * 1024
 # Request frames above this size are decoded, and their responses encoded, in a worker thread.
 DECODE_IN_PLACE_LIMIT = 1024 * 1024
+# A plaintext connection that receives nothing for this long lets its receive buffer (64 KiB) go until
+# its next bytes arrive: an idle connection costs some kilobytes, not a buffer's worth.
+IDLE_BUFFER_RELEASE_S = 1.0
 # A TLS client has this long to complete its handshake.
 TLS_HANDSHAKE_TIMEOUT_S = 10
 # Record data read from the log for a TLS connection, per read (and per encrypted send).
@@ -219,11 +223,21 @@ class ServedConnection:
                     return
                 continue
             if event is NEED_DATA:
+                count = -1
                 with protocol.receive_buffer() as room, trio.CancelScope() as self._receive_scope:
+                    if self.tls_context is None:  # (a TLS stream cannot take back a receive cut short)
+                        self._receive_scope.deadline = trio.current_time() + IDLE_BUFFER_RELEASE_S
                     count = await receive_into(room)
                 self._receive_scope = None
                 if self._draining or not count:
                     return
+                if count < 0:  # nothing came for a while: wait for more without a receive buffer
+                    if released := protocol.release_buffer():
+                        RELEASED_BUFFERS.released(released)
+                        with trio.CancelScope() as self._receive_scope:
+                            await trio.lowlevel.wait_readable(self.socket)
+                        self._receive_scope = None
+                    continue
                 protocol.received(count)
                 continue
             if isinstance(event, UnsupportedVersion):

@@ -187,6 +187,15 @@ class FrameReceiver:
             return memoryview(fresh)[pending:]
         return memoryview(buffer)[end:wanted] if frame_end else memoryview(buffer)[end:]
 
+    def release_buffer(self) -> int:
+        """Let the receive buffer go while nothing is pending (an idle connection need not hold 64 KiB);
+        the next ``receive_buffer()`` takes a new one. Returns its size (0: something is pending)."""
+        if self._start != self._end:
+            return 0
+        size = len(self._buffer)
+        self._buffer, self._start, self._end = bytearray(), 0, 0
+        return size
+
     def received(self, count: int) -> None:
         """``count`` bytes were read into the last ``receive_buffer()``; 0 means the peer closed."""
         if self._peer_closed:

@@ -198,6 +198,25 @@ def test_reads_of_any_size_reassemble_pipelined_frames() -> None:
         assert len(events) == 4 * 50
 
 
+def test_an_idle_connection_lets_its_receive_buffer_go_but_never_pending_bytes() -> None:
+    conn = ServerConnection()
+    data = pipeline_bytes()
+    conn.receive_data(data[:7])  # a frame begun
+    assert conn.release_buffer() == 0
+    conn.receive_data(data[7:])
+    events = []
+    while (event := conn.next_request()) is not NEED_DATA:
+        events.append(event)
+    check_pipeline(events)
+    assert conn.release_buffer() >= 65536  # nothing pending: the buffer goes
+    assert conn.release_buffer() == 0
+    conn.receive_data(data)  # and a new one comes with the next bytes
+    events = []
+    while (event := conn.next_request()) is not NEED_DATA:
+        events.append(event)
+    check_pipeline(events)
+
+
 def test_received_zero_means_the_peer_closed() -> None:
     conn = ServerConnection()
     with conn.receive_buffer():
