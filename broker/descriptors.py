@@ -159,8 +159,10 @@ def current_budget(partitions: int) -> DescriptorBudget:
     return DescriptorBudget(descriptor_limit(), descriptors_in_use(), partitions)
 
 
-def check_new_partitions(count: int, *, partitions: int, kept_for_offsets: int = 0) -> None:
+def check_new_partitions(count: int, *, partitions: int, kept_for_offsets: int = 0, in_use: int | None = None) -> None:
     """Refuse (POLICY_VIOLATION) ``count`` new partitions, next to the ``partitions`` there are, that
     would not fit in the descriptor limit, keeping room for ``kept_for_offsets`` partitions of
-    ``__consumer_offsets`` when it is still to come."""
-    current_budget(partitions).check(count, kept_for_offsets=kept_for_offsets)
+    ``__consumer_offsets`` when it is still to come. ``in_use``: the descriptors held, when the caller
+    knows (otherwise they are counted)."""
+    budget = current_budget(partitions) if in_use is None else DescriptorBudget(descriptor_limit(), in_use, partitions)
+    budget.check(count, kept_for_offsets=kept_for_offsets)

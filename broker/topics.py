@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Protocol
 import trio
 
 from trafka.broker.config import BrokerConfig
-from trafka.broker.descriptors import check_new_partitions
+from trafka.broker.descriptors import DESCRIPTORS_PER_PARTITION, check_new_partitions, descriptors_in_use
 from trafka.broker.partition import Partition
 from trafka.storage.config import LogConfig
 from trafka.storage.log import Log as StorageLog
@@ -43,6 +44,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: The share coordinator's topic (see broker.share.coordinator).
 SHARE_STATE_TOPIC = "__share_group_state"
+#: How often a topic change lists the process's descriptors (see TopicManager._check_descriptors).
+DESCRIPTOR_COUNT_INTERVAL_S = 1.0
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
@@ -121,6 +124,8 @@ class TopicManager:
         self.log_manager = log_manager
         self.catalog = catalog
         self._topics: dict[str, Topic] = {}
+        #: When the process's descriptors were last listed, how many there were, and the partitions then.
+        self._descriptors_counted: tuple[float, int, int] | None = None
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._changes = trio.Lock()  # held by create, create_partitions and delete
 
@@ -212,7 +217,14 @@ class TopicManager:
         if name == OFFSETS_TOPIC or OFFSETS_TOPIC in self._topics:
             kept = 0
         partitions = sum(len(topic.partitions) for topic in self._topics.values())
-        check_new_partitions(new_partitions, partitions=partitions, kept_for_offsets=kept)
+        # Listing the process's descriptors costs one entry each: it is done at most once a second, and
+        # the partitions opened since are added to what it found.
+        now = time.monotonic()
+        if self._descriptors_counted is None or now - self._descriptors_counted[0] > DESCRIPTOR_COUNT_INTERVAL_S:
+            self._descriptors_counted = (now, descriptors_in_use(), partitions)
+        _, counted, partitions_then = self._descriptors_counted
+        in_use = counted + (partitions - partitions_then) * DESCRIPTORS_PER_PARTITION
+        check_new_partitions(new_partitions, partitions=partitions, kept_for_offsets=kept, in_use=in_use)
 
     async def _restore_catalog(self) -> None:
         """Write the catalog back as it was before a change whose logs could not all be created

@@ -58,10 +58,19 @@ class TopicRecord:
 
 @dataclass(frozen=True)
 class CatalogState:
-    """The catalog file's content as it stood when taken (``TopicCatalog.state``)."""
+    """The catalog as it stood when taken (``TopicCatalog.state``): its records, each immutable."""
 
     generation: int
-    data: bytes
+    records: tuple[TopicRecord, ...]
+
+
+def _catalog_line(record: TopicRecord) -> str:
+    return json.dumps({
+        "name": record.name,
+        "topic_id": topic_id_to_string(record.topic_id),
+        "partitions": record.partitions,
+        "configs": dict(sorted(record.configs.items())),
+    })
 
 
 class TopicCatalog:
@@ -77,6 +86,8 @@ class TopicCatalog:
         self.topics: dict[str, TopicRecord] = {}
         self._by_id: dict[uuid.UUID, TopicRecord] = {}
         self._writes = OrderedWrites()
+        #: Each written record's line of the file, by the record's identity (see _encode).
+        self._lines: dict[int, tuple[TopicRecord, str]] = {}
         self._load()
 
     def __contains__(self, name: object) -> bool:
@@ -166,28 +177,28 @@ class TopicCatalog:
             raise ValueError(f"{self.path}: unreadable topic catalog: {e}") from e
 
     def state(self) -> CatalogState:
-        """The file's content as the catalog stands, for ``write``."""
-        document = {
-            "version": CATALOG_VERSION,
-            "topics": [
-                {
-                    "name": record.name,
-                    "topic_id": topic_id_to_string(record.topic_id),
-                    "partitions": record.partitions,
-                    "configs": dict(sorted(record.configs.items())),
-                }
-                for record in sorted(self.topics.values(), key=lambda r: r.name)
-            ],
-        }
-        return CatalogState(self._writes.take(), (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+        """The catalog as it stands, for ``write`` (which encodes it: taking it costs one tuple)."""
+        return CatalogState(self._writes.take(), tuple(self.topics.values()))
 
     def write(self, state: CatalogState) -> None:
         """Replace the file with ``state`` atomically, in any thread, unless a newer state is there."""
         def replace() -> None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, state.data)
+            atomic_write(self.path, self._encode(state.records))
 
         self._writes.write(state.generation, replace)
+
+    def _encode(self, records: tuple[TopicRecord, ...]) -> bytes:
+        """The file's content: JSON, one topic a line. A record's line is made once and kept while the
+        record is in the catalog (writers take turns: see OrderedWrites), so that writing the catalog after
+        a change encodes what changed, not every topic again."""
+        previous = self._lines
+        lines = self._lines = {}
+        for record in records:
+            kept = previous.get(id(record))
+            lines[id(record)] = kept if kept is not None and kept[0] is record else (record, _catalog_line(record))
+        topics = ",\n".join(line for _, line in sorted(lines.values(), key=lambda entry: entry[0].name))
+        return f'{{"version": {CATALOG_VERSION}, "topics": [\n{topics}\n]}}\n'.encode()
 
     def _save(self) -> None:
         self.write(self.state())
