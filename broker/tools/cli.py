@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from trafka.broker.tools.secure_dev import SecureDev
 
 log = logging.getLogger("trafka")
+#: Allocations between two collections of the cyclic GC's youngest generation (see main()).
+GC_YOUNG_THRESHOLD = 50_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trafka: {exc}", file=sys.stderr)
         return 2
     gc.freeze()
+    # A broker's state lives long (topics, partitions, logs, groups) and its requests make short-lived,
+    # acyclic objects that reference counting frees. At the default threshold (700 allocations) a Metadata
+    # answer for 10,000 topics set off collections that walked the whole state again and again: 350 ms
+    # instead of 110. Collections of the young generation come every 50,000 allocations instead (about a
+    # millisecond each), and of the older ones less often.
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     before, after = raise_limit()
     if after != before:
         log.info("raised the file descriptor limit from %d to %d (the hard limit)", before, after)
