@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from trafka.broker.faults import Action, top_level_error_response
-from trafka.broker.memory import RELEASED_BUFFERS
 from trafka.broker.handlers import REGISTRY, CloseConnection, RequestContext
 from trafka.broker.handlers.api_versions import api_versions_response, served_versions_on
+from trafka.broker.memory import RELEASED_BUFFERS
 from trafka.broker.security.quotas import MUTATION_APIS, client_throttles
 from trafka.wire.chunks import Chunk, FileSlice
 from trafka.wire.errors import ErrorCode
