@@ -28,7 +28,9 @@ install-test:
 
 # Test modules run in parallel, each whole on one worker (its broker fixtures are per module), in the
 # order compat_tests/schedule.py gives them (the longest first), not reordered by their number of tests.
-WORKERS ?= 2
+# Three workers on two cores: the compatibility tests spend most of their time waiting on brokers and
+# clients (the cores are about half busy with two workers).
+WORKERS ?= 3
 test:
 	$(PYTHON) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
