@@ -1,11 +1,11 @@
 """The longest test modules run first, loaded by pytest for every run (``-p compat_tests.schedule`` in
 pyproject.toml).
 
-``make test`` runs the suite on two workers with ``--dist loadfile --no-loadscope-reorder``: each module
-goes whole to the next free worker, in collection order (pytest-xdist's default order is by number of
-tests, which says little about how long a module takes). Collected alphabetically, the longest modules
-came last and one worker ran them alone while the other had finished. Handing them out first, longest
-first, lets both workers end together; the many short modules fill in behind them.
+``make test`` runs the suite on several workers with ``--dist loadfile --no-loadscope-reorder``: each
+module goes whole to the next free worker, in collection order (pytest-xdist's default order is by number
+of tests, which says little about how long a module takes). Collected alphabetically, the longest modules
+came last and one worker ran them alone while the others had finished. Handing them out first, longest
+first, lets the workers end together; the many short modules fill in behind them.
 """
 from __future__ import annotations
 
