@@ -121,7 +121,7 @@ class ForkServerClient:
             except OSError as exc:
                 for fd in (stdout_read, status_read):
                     os.close(fd)
-                self._close()
+                self.close()
                 raise ForkServerError(f"the fork server stopped answering: {exc}") from exc
             finally:
                 os.close(stdout_write)
@@ -130,7 +130,7 @@ class ForkServerClient:
 
     def _connection(self) -> socket.socket:
         if self._owner != os.getpid() or self._server is None or self._server.poll() is not None:
-            self._close()
+            self.close()
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             with theirs:
                 self._server = subprocess.Popen(
@@ -140,7 +140,8 @@ class ForkServerClient:
         assert self._socket is not None
         return self._socket
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Stop the fork server (the brokers it started go on) and forget it; the next launch starts another."""
         if self._socket is not None:
             self._socket.close()  # the server exits when it reads the end
         if self._server is not None and self._owner == os.getpid():

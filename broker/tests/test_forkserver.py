@@ -18,7 +18,7 @@ def server():
     yield client
     for process in client.launched:  # what a failed test left running
         process.kill()
-    client._close()
+    client.close()
 
 
 def _launch(server: ForkServerClient, tmp_path, *arguments: str, env: dict[str, str] | None = None):

@@ -62,7 +62,7 @@ def _receive_request(connection: socket.socket) -> tuple[tuple[list[str], str, d
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    message += receive_exactly(connection, LENGTH.size - len(message)) if len(message) < LENGTH.size else b""
+    message += receive_exactly(connection, LENGTH.size - len(message))  # (nothing when it came whole)
     body = json.loads(receive_exactly(connection, LENGTH.unpack(message)[0]))
     return (body["argv"], body["cwd"], body["env"]), list(fds)
 
