@@ -270,11 +270,6 @@ class ClientConnection(FrameReceiver):
                 f"response frame of {size} bytes is larger than the maximum of {self.max_frame_size} bytes"
             )
 
-    def _large_frame_buffer(self, size: int) -> bytearray:
-        # Memory the allocator reuses: a client trusts its broker's sizes up to max_frame_size, and
-        # anonymous pages faulted in frame after frame made large responses slower to receive.
-        return bytearray(size)
-
     def _truncated(self, message: str) -> MalformedResponse:
         return MalformedResponse(message)
 

@@ -6,7 +6,9 @@ or hands over bytes it already has with ``receive_data``; then it drains ``next_
 ``NEED_DATA``. Clients pipeline requests, so one read may carry several frames or a fraction of one.
 Once the size of a large frame is known, the buffer offered for reading is that frame's own, so its
 bytes go from the socket to where the request will use them in one copy; that buffer is anonymous
-memory, committed as the bytes arrive, so a size prefix alone reserves nothing.
+memory, committed as the bytes arrive, so a size prefix alone reserves nothing. Once nothing reads a
+large frame any more (no view of its buffer is left), its buffer takes the connection's next large frame,
+its pages already in place: a stream of large requests costs no page faults after the first few.
 ``send_response`` turns a response message into the chunks of one frame, in the order to send them
 (a ``FileSlice`` among them is meant for ``os.sendfile``).
 
@@ -24,6 +26,7 @@ alone, so the log can patch base offsets in place without copying.
 """
 from __future__ import annotations
 
+import collections
 import mmap
 import struct
 from collections.abc import Mapping
@@ -72,14 +75,34 @@ _FOREIGN_PROTOCOLS = (
 )
 
 
+# Large frames' buffers a connection keeps to read its next large frames into, and the largest kept.
+_SPARE_BUFFERS = 3
+_SPARE_MAX_SIZE = 16 << 20
+
+
 def _frame_buffer(size: int) -> mmap.mmap:
-    """A writable buffer of ``size`` zero bytes for one large frame, taken from anonymous memory.
+    """A writable buffer of at least ``size`` zero bytes for one large frame, from private anonymous memory.
 
     The operating system commits its pages only as the peer's bytes are written into them, so the
     memory a frame holds is what the peer has sent, never what its size prefix claims: a peer that
     announces a frame of ``max_frame_size`` bytes and stops there costs one page, not the whole size.
+    A buffer that may be kept for later frames is sized up to a power of two (address space only), so
+    that the next frames, a little larger or smaller, fit in it too.
     """
-    return mmap.mmap(-1, size)
+    capacity = 1 << (size - 1).bit_length() if size <= _SPARE_MAX_SIZE else size
+    return mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE)
+
+
+def _unread(buffer: mmap.mmap) -> bool:
+    """Whether no view of ``buffer`` is left (nothing reads the frame it held), so that it may be reused.
+    An mmap refuses to be resized while views of it exist; resizing it to its own size changes nothing."""
+    try:
+        buffer.resize(len(buffer))
+    except BufferError:
+        return False
+    except (OSError, SystemError):  # a platform without mremap: only views are checked, and there were none
+        return True
+    return True
 
 
 class _Sentinel:
@@ -143,8 +166,8 @@ class UnsupportedVersion:
 class FrameReceiver:
     """The receiving half of a Kafka connection, either side: size-prefixed frames out of the bytes read.
 
-    A subclass says how large a frame may be (``max_frame_size``, ``_check_size``), what a large frame is
-    read into (``_large_frame_buffer``) and what error a truncated frame raises (``_truncated``).
+    A subclass says how large a frame may be (``max_frame_size``, ``_check_size``) and what error a
+    truncated frame raises (``_truncated``).
     """
 
     max_frame_size: int
@@ -156,6 +179,8 @@ class FrameReceiver:
         self._start = 0  # where the next frame begins in _buffer
         self._end = 0  # where the bytes received so far end in _buffer
         self._peer_closed = False
+        # The buffers of the last large frames handed out, oldest first: reused once nothing reads them.
+        self._spares: collections.deque[mmap.mmap] = collections.deque(maxlen=_SPARE_BUFFERS)
 
     @property
     def peer_closed(self) -> bool:
@@ -181,10 +206,15 @@ class FrameReceiver:
         wanted = frame_end if frame_end else end + _READ_SIZE
         if wanted > len(buffer):
             # Move what is pending to the front of a buffer with room for the rest (of the frame).
-            fresh = self._large_frame_buffer(frame_end - start) if frame_end else bytearray(pending + _READ_SIZE)
+            if frame_end:
+                fresh = self._large_frame_buffer(frame_end - start)
+                room = memoryview(fresh)[pending : frame_end - start]
+            else:
+                fresh = bytearray(pending + _READ_SIZE)
+                room = memoryview(fresh)[pending:]
             fresh[:pending] = memoryview(buffer)[start:end]
             self._buffer, self._start, self._end = fresh, 0, pending
-            return memoryview(fresh)[pending:]
+            return room
         return memoryview(buffer)[end:wanted] if frame_end else memoryview(buffer)[end:]
 
     def release_buffer(self) -> int:
@@ -194,6 +224,7 @@ class FrameReceiver:
             return 0
         size = len(self._buffer)
         self._buffer, self._start, self._end = bytearray(), 0, 0
+        self._spares.clear()
         return size
 
     def received(self, count: int) -> None:
@@ -235,6 +266,8 @@ class FrameReceiver:
         if size >= _DETACH_SIZE:
             # Hand the receive buffer itself to this frame; keep only what follows it.
             frame = memoryview(buffer)[start + 4 : end]
+            if isinstance(buffer, mmap.mmap) and len(buffer) <= _SPARE_MAX_SIZE:
+                self._spares.append(buffer)
             rest = self._end - end
             self._buffer = bytearray(rest + _READ_SIZE)
             if rest:
@@ -257,9 +290,14 @@ class FrameReceiver:
         """Raise if ``size`` (with the frame's first four bytes) cannot be a frame from this peer."""
         raise NotImplementedError
 
-    def _large_frame_buffer(self, size: int) -> bytearray | mmap.mmap:
-        """A buffer of ``size`` bytes for one large frame."""
-        raise NotImplementedError
+    def _large_frame_buffer(self, size: int) -> mmap.mmap:
+        """A buffer of at least ``size`` bytes for one large frame: a kept one that nothing reads any
+        more, or a new one."""
+        for spare in self._spares:
+            if len(spare) >= size and _unread(spare):
+                self._spares.remove(spare)
+                return spare
+        return _frame_buffer(size)
 
     def _truncated(self, message: str) -> ProtocolError:
         return ProtocolError(message)
@@ -349,9 +387,6 @@ class ServerConnection(FrameReceiver):
     def _check_size(self, size: int, prefix: bytes) -> None:
         if size < (0 if self._raw else _MIN_HEADER_SIZE) or size > self.max_frame_size:
             raise ProtocolError(self._bad_size(size, prefix))
-
-    def _large_frame_buffer(self, size: int) -> mmap.mmap:
-        return _frame_buffer(size)
 
     def _bad_size(self, size: int, prefix: bytes) -> str:
         for start, protocol in _FOREIGN_PROTOCOLS:

@@ -257,7 +257,7 @@ def test_large_fetch_records_are_read_into_the_responses_own_buffer() -> None:
     (fetched,) = drain(client)
     received = fetched.body.responses[0].partitions[0].records
     assert isinstance(received, memoryview) and received == records
-    assert len(received.obj) == fetch_size + 4  # the response owns a buffer the size of its frame
+    assert len(received.obj) >= fetch_size + 4  # the response owns a buffer that holds its frame
     rest = data[4 + first_size + 4 + fetch_size :]
     (last,) = drain_after(client, rest)  # the buffer is still usable after the detached frame
     assert (last.correlation_id, last.body.cluster_id) == (3, "3")
