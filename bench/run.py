@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import signal
 import statistics
 import sys
@@ -150,6 +151,9 @@ class Subject:
         return stopped
 
     def run_once(self, params: dict[str, Any]) -> dict[str, Any]:
+        # Each run starts with nothing left to write back: the dirty pages of earlier runs (either
+        # broker's) would otherwise be flushed during this one and throttle whichever broker writes.
+        os.sync()
         result = run_workload(
             {"bootstrap": self.broker.bootstrap, "broker_pid": self.broker.pid, "wraps": self.spec.wraps, **params},
             WORKLOAD_TIMEOUT_S,
