@@ -76,7 +76,7 @@ _FOREIGN_PROTOCOLS = (
 
 
 # Large frames' buffers a connection keeps to read its next large frames into, and the largest kept.
-_SPARE_BUFFERS = 3
+_SPARE_BUFFERS = 2
 _SPARE_MAX_SIZE = 16 << 20
 
 
@@ -100,7 +100,7 @@ def _unread(buffer: mmap.mmap) -> bool:
         buffer.resize(len(buffer))
     except BufferError:
         return False
-    except (OSError, SystemError):  # a platform without mremap: only views are checked, and there were none
+    except (OSError, SystemError, ValueError):  # e.g. no mremap here: raised only after views were found absent
         return True
     return True
 
