@@ -5,6 +5,8 @@ import os
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trafka.wire.chunks import FileSlice, join_chunks
 from trafka.wire.connection import DEFAULT_MAX_FRAME_SIZE, NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
@@ -538,10 +540,10 @@ def _produce_frame(correlation_id: int, records: bytes) -> bytes:
 
 def test_a_large_frames_buffer_takes_a_later_frame_only_once_nothing_reads_it() -> None:
     conn = ServerConnection()
-    first_records, second_records = bytes(range(256)) * 1000, bytes(reversed(range(256))) * 1100
+    first_records, second_records = bytes(range(256)) * 1000, bytes(reversed(range(256))) * 900
     (first,), _ = read_like_a_socket(conn, _produce_frame(1, first_records), most=4096)
     held = first.body.topic_data[0].partition_data[0].records
-    # While the first request's records are read, the next large frame gets a buffer of its own.
+    # While the first request's records are read, the next large frame (it would fit) gets a buffer of its own.
     (second,), _ = read_like_a_socket(conn, _produce_frame(2, second_records), most=4096)
     kept = second.body.topic_data[0].partition_data[0].records
     assert held.obj is not kept.obj
@@ -553,3 +555,24 @@ def test_a_large_frames_buffer_takes_a_later_frame_only_once_nothing_reads_it() 
     records = third.body.topic_data[0].partition_data[0].records
     assert records.obj is first_buffer and bytes(records) == first_records[::-1]
     assert bytes(kept) == second_records  # the frame still read is untouched
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frames=st.lists(st.tuples(st.sampled_from([100, 65_000, 70_000, 100_000, 130_000, 250_000]), st.booleans()),
+                      min_size=1, max_size=12),
+       most=st.sampled_from([4096, 65536, 1 << 20]))
+def test_reused_buffers_never_touch_a_frame_still_read(frames: list[tuple[int, bool]], most: int) -> None:
+    # Requests of all sizes, some kept (their records still read) and some dropped, arrive in reads of
+    # any size: every kept request's records stay as they arrived, however many frames came after.
+    conn = ServerConnection()
+    kept: list[tuple[memoryview, bytes]] = []
+    for number, (size, keep) in enumerate(frames):
+        records = bytes([number % 251]) * size
+        (request,), _ = read_like_a_socket(conn, _produce_frame(number, records), most=most)
+        received = request.body.topic_data[0].partition_data[0].records
+        assert received == records
+        if keep:
+            kept.append((received, records))
+        del request, received
+    for received, records in kept:
+        assert received == records
