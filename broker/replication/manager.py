@@ -17,6 +17,7 @@ the coordination's watch.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from trafka.broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
+
+#: How often the same cause of a waiting ISR change is logged again while it lasts.
+NOTE_EVERY_S = 10.0
 
 
 class PartitionStates(Protocol):
@@ -61,6 +65,8 @@ class ReplicaManager:
         self._own_epoch: int | None = None
         self._isr_changes: set[Partition] = set()
         self._isr_wakeup = trio.Event()
+        # When each wait of an ISR change was last logged: (topic, partition, replica or -1) -> trio time.
+        self._noted: dict[tuple[str, int, int], float] = {}
         self._nursery: trio.Nursery | None = None
         #: Told ``(partition, leading)`` when this broker starts or stops leading a partition, or leads
         #: it under a new epoch (the group coordinator follows ``__consumer_offsets`` this way).
@@ -118,6 +124,8 @@ class ReplicaManager:
         self._leading.discard(partition)
         self._isr_changes.discard(partition)
         partition.isr_listener = None
+        for key in [key for key in self._noted if key[:2] == (partition.topic, partition.index)]:
+            del self._noted[key]
 
     def brokers_changed(self) -> None:
         """Live brokers changed: a leader that registered again (after a restart or an expired session, at a new
@@ -221,12 +229,20 @@ class ReplicaManager:
         state = self.cluster.partition_states.get((partition.topic, partition.index))
         if state is None or not partition.is_leader or state.leader != self.node_id \
                 or state.leader_epoch != partition.leader_epoch:
+            if state is not None and partition.is_leader and state.leader == self.node_id:
+                self._note(partition, -1, "ISR change of %s-%d waits: this leader is at epoch %d, the cluster's "
+                           "state at %d", partition.topic, partition.index, partition.leader_epoch,
+                           state.leader_epoch)
             return
         now_ms = clock.now_ms()
         max_lag_ms = self.config.replica_lag_time_max_ms
         lagging = set(partition.lagging_replicas(max_lag_ms, now_ms))
         # Only a live broker may join, as Kafka's leaders check in ZooKeeper mode.
-        joining = set(partition.isr_candidates(max_lag_ms, now_ms)) & self.cluster.brokers.keys()
+        caught_up = set(partition.isr_candidates(max_lag_ms, now_ms))
+        joining = caught_up & self.cluster.brokers.keys()
+        for replica in sorted(caught_up - joining):
+            self._note(partition, replica, "follower %d of %s-%d has caught up but is not registered as live: it "
+                       "joins the ISR once its registration is seen", replica, partition.topic, partition.index)
         isr = [r for r in partition.replicas if (r in state.isr and r not in lagging) or r in joining]
         if self.node_id not in isr:
             isr.insert(0, self.node_id)
@@ -251,3 +267,12 @@ class ReplicaManager:
         if partition.is_leader and partition.leader_epoch == written.leader_epoch:
             partition.set_state(written.leader, written.leader_epoch, written.isr, partition.replicas,
                                 written.version)
+
+    def _note(self, partition: Partition, replica: int, message: str, *args: object) -> None:
+        """Log why an ISR change waits, at most once every NOTE_EVERY_S for the same partition and
+        replica (-1: the partition itself): the wait lasts as long as its cause, and the log shows it."""
+        now = trio.current_time()
+        key = (partition.topic, partition.index, replica)
+        if now - self._noted.get(key, -math.inf) >= NOTE_EVERY_S:
+            self._noted[key] = now
+            log.info(message, *args)

@@ -1,12 +1,21 @@
-"""The leader's view of its followers (broker.partition): a follower that stops fetching is found lagging
-after replica.lag.time.max.ms, and is no candidate to join the ISR again until a fetch shows it caught up,
-however far its last fetch had come (a dead broker's ISR membership must not flap)."""
+"""The leader's view of its followers (broker.partition, broker.replication.manager): a follower that stops
+fetching is found lagging after replica.lag.time.max.ms, and is no candidate to join the ISR again until a fetch
+shows it caught up, however far its last fetch had come (a dead broker's ISR membership must not flap); a caught-up
+follower joins once its broker is registered, and the leader's log says what it waits for."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import uuid
 from pathlib import Path
 
+import trio
+
+from trafka.broker.cluster import BrokerRegistration, PartitionState
+from trafka.broker.config import BrokerConfig
 from trafka.broker.partition import Partition
+from trafka.broker.replication.manager import ReplicaManager
+from trafka.storage import clock
 from trafka.storage.config import LogConfig
 from trafka.storage.log import Log
 from trafka.wire.records import SimpleRecord, build_batch
@@ -42,3 +51,51 @@ def test_a_follower_that_stopped_fetching_leaves_the_isr_and_does_not_join_it_ag
     # Back, it fetches and is caught up: it may join.
     _fetch(partition, 3, 61_000)
     assert partition.isr_candidates(MAX_LAG_MS, 61_000) == [3]
+
+
+class _States:
+    """The coordination as the replica manager sees it, kept in memory: live brokers and partition states,
+    with version-checked writes."""
+
+    def __init__(self, brokers: list[int], state: PartitionState) -> None:
+        self.brokers = {node: BrokerRegistration(node, "127.0.0.1", 9000 + node) for node in brokers}
+        self.partition_states = {("orders", 0): state}
+
+    async def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
+        current = self.partition_states[(topic, partition)]
+        assert state.version == current.version
+        written = dataclasses.replace(state, version=current.version + 1)
+        self.partition_states[(topic, partition)] = written
+        return written
+
+
+async def _until(condition, timeout_s: float = 5.0) -> None:
+    with trio.fail_after(timeout_s):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+async def test_a_caught_up_follower_waits_for_its_registration_to_join_the_isr_and_the_wait_is_logged(
+        tmp_path, caplog):
+    log = Log.create(tmp_path / "orders-0", LogConfig(), now_ms=0)
+    partition = Partition("orders", uuid.uuid4(), 0, log, 1, replicas=[1, 2, 3])
+    states = _States([1, 2], PartitionState(1, 1, (1, 2), 0, version=0))
+    manager = ReplicaManager(BrokerConfig(node_id=1), states)
+    caplog.set_level(logging.INFO, logger="trafka.broker.replication.manager")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        manager.apply_state(partition, states.partition_states[("orders", 0)], [1, 2, 3])
+        partition.append(bytearray(build_batch([SimpleRecord(b"key", b"value")])))
+        _fetch(partition, 2, clock.now_ms())
+        for _ in range(3):  # caught up, fetching again and again, but broker 3's registration is not seen yet
+            _fetch(partition, 3, clock.now_ms())
+            await trio.sleep(0.05)
+        assert states.partition_states[("orders", 0)].isr == (1, 2)
+        waits = [r.getMessage() for r in caplog.records if "not registered as live" in r.getMessage()]
+        assert waits == ["follower 3 of orders-0 has caught up but is not registered as live: it joins the ISR "
+                         "once its registration is seen"]  # once while the wait lasts, not at every fetch
+
+        states.brokers[3] = BrokerRegistration(3, "127.0.0.1", 9003)
+        _fetch(partition, 3, clock.now_ms())
+        await _until(lambda: states.partition_states[("orders", 0)].isr == (1, 2, 3))
+        nursery.cancel_scope.cancel()
