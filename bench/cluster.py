@@ -393,6 +393,29 @@ def _delete_all(single: brokers.BrokerProcess, cluster: Cluster, topics: dict[st
         delete_topic(single_admin if key == SINGLE else cluster.admin(), topic)
 
 
+def _cpu_per_mb(run: dict[str, Any]) -> tuple[float, float] | None:
+    """CPU time per MB produced in ``run``, in ms: the brokers' (all of them) and the client's."""
+    if not run.get("mb_per_s") or "broker_cores" not in run:
+        return None
+    return run["broker_cores"] / run["mb_per_s"] * 1000, run["client_cores"] / run["mb_per_s"] * 1000
+
+
+def _cpu_per_mb_table(produce: dict[str, Any], cores: int | None) -> list[str]:
+    """Where the cluster's produce time goes: CPU per MB produced, and the throughput the machine's cores
+    allow at that cost (brokers and client sharing them), beside what was measured."""
+    lines = ["| CPU per MB produced, ms: brokers / client | single node, acks=1 | 3 brokers RF3, acks=all | "
+             f"RF3 acks=all: ceiling on {cores or '?'} cores / measured |",
+             "|---|---|---|---|"]
+    for cell_name, cell in produce.items():
+        single, replicated = _cpu_per_mb(cell[SINGLE]), _cpu_per_mb(cell[CLUSTER_ALL])
+        if single is None or replicated is None:
+            continue
+        ceiling = f"{cores / sum(replicated) * 1000:,.0f} MB/s" if cores else "n/a"
+        lines.append(f"| {cell['records']:,} x {cell_name} | {single[0]:.2f} / {single[1]:.2f} | "
+                     f"{replicated[0]:.2f} / {replicated[1]:.2f} | {ceiling} / {cell[CLUSTER_ALL]['mb_per_s']:.1f} MB/s |")
+    return lines if len(lines) > 2 else []
+
+
 def _ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     x, y = a.get("records_per_s"), b.get("records_per_s")
     return x / y if x and y else None
@@ -659,6 +682,7 @@ def report(plan: ClusterPlan, document: dict[str, Any]) -> str:
             lines.append("")
             lines.append(f"RF3 acks=all / single-node acks=1: {', '.join(f'{r:.2f}x' for r in ratios)} "
                          f"(cells as above; cores: brokers' / client's, on average over each run)")
+        lines += ["", *_cpu_per_mb_table(produce, document.get("machine", {}).get("cpu_cores"))]
         lines.append("")
     latency = results.get("produce_latency", {})
     if latency:
