@@ -411,8 +411,9 @@ def _cpu_per_mb_table(produce: dict[str, Any], cores: int | None) -> list[str]:
         if single is None or replicated is None:
             continue
         ceiling = f"{cores / sum(replicated) * 1000:,.0f} MB/s" if cores else "n/a"
+        measured = cell[CLUSTER_ALL]["mb_per_s"]
         lines.append(f"| {cell['records']:,} x {cell_name} | {single[0]:.2f} / {single[1]:.2f} | "
-                     f"{replicated[0]:.2f} / {replicated[1]:.2f} | {ceiling} / {cell[CLUSTER_ALL]['mb_per_s']:.1f} MB/s |")
+                     f"{replicated[0]:.2f} / {replicated[1]:.2f} | {ceiling} / {measured:.1f} MB/s |")
     return lines if len(lines) > 2 else []
 
 
