@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the same cause of a waiting ISR change is logged again while it lasts.
+#: A cause that keeps an ISR change waiting is logged once it has lasted NOTE_AFTER_S (a watch a moment late
+#: is not worth a line), and again every NOTE_EVERY_S while it lasts.
+NOTE_AFTER_S = 2.0
 NOTE_EVERY_S = 10.0
 
 
@@ -65,8 +67,9 @@ class ReplicaManager:
         self._own_epoch: int | None = None
         self._isr_changes: set[Partition] = set()
         self._isr_wakeup = trio.Event()
-        # When each wait of an ISR change was last logged: (topic, partition, replica or -1) -> trio time.
-        self._noted: dict[tuple[str, int, int], float] = {}
+        # Each cause keeping an ISR change waiting, (topic, partition, replica or -1), with when it was first
+        # seen, last seen and last logged (trio time).
+        self._waits: dict[tuple[str, int, int], tuple[float, float, float]] = {}
         self._nursery: trio.Nursery | None = None
         #: Told ``(partition, leading)`` when this broker starts or stops leading a partition, or leads
         #: it under a new epoch (the group coordinator follows ``__consumer_offsets`` this way).
@@ -124,8 +127,8 @@ class ReplicaManager:
         self._leading.discard(partition)
         self._isr_changes.discard(partition)
         partition.isr_listener = None
-        for key in [key for key in self._noted if key[:2] == (partition.topic, partition.index)]:
-            del self._noted[key]
+        for key in [key for key in self._waits if key[:2] == (partition.topic, partition.index)]:
+            del self._waits[key]
 
     def brokers_changed(self) -> None:
         """Live brokers changed: a leader that registered again (after a restart or an expired session, at a new
@@ -269,10 +272,15 @@ class ReplicaManager:
                                 written.version)
 
     def _note(self, partition: Partition, replica: int, message: str, *args: object) -> None:
-        """Log why an ISR change waits, at most once every NOTE_EVERY_S for the same partition and
-        replica (-1: the partition itself): the wait lasts as long as its cause, and the log shows it."""
+        """Note that ``message`` says why an ISR change of ``partition`` waits (for ``replica``; -1: the
+        partition itself). It is seen at each attempt (a caught-up follower's every fetch), and logged once
+        it has lasted NOTE_AFTER_S, then every NOTE_EVERY_S; a cause not seen for NOTE_AFTER_S had ended."""
         now = trio.current_time()
         key = (partition.topic, partition.index, replica)
-        if now - self._noted.get(key, -math.inf) >= NOTE_EVERY_S:
-            self._noted[key] = now
-            log.info(message, *args)
+        first, last_seen, last_logged = self._waits.get(key, (now, now, -math.inf))
+        if now - last_seen > NOTE_AFTER_S:
+            first, last_logged = now, -math.inf
+        if now - first >= NOTE_AFTER_S and now - last_logged >= NOTE_EVERY_S:
+            last_logged = now
+            log.info(message + " (for %.1f s)", *args, now - first)
+        self._waits[key] = (first, now, last_logged)

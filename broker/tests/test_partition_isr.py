@@ -75,25 +75,35 @@ async def _until(condition, timeout_s: float = 5.0) -> None:
             await trio.sleep(0.01)
 
 
-async def test_a_caught_up_follower_waits_for_its_registration_to_join_the_isr_and_the_wait_is_logged(
-        tmp_path, caplog):
+async def test_a_caught_up_follower_waits_for_its_registration_to_join_the_isr_and_a_long_wait_is_logged(
+        tmp_path, caplog, autojump_clock):
     log = Log.create(tmp_path / "orders-0", LogConfig(), now_ms=0)
     partition = Partition("orders", uuid.uuid4(), 0, log, 1, replicas=[1, 2, 3])
     states = _States([1, 2], PartitionState(1, 1, (1, 2), 0, version=0))
     manager = ReplicaManager(BrokerConfig(node_id=1), states)
     caplog.set_level(logging.INFO, logger="trafka.broker.replication.manager")
+
+    def waits() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "not registered as live" in r.getMessage()]
+
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
         manager.apply_state(partition, states.partition_states[("orders", 0)], [1, 2, 3])
         partition.append(bytearray(build_batch([SimpleRecord(b"key", b"value")])))
         _fetch(partition, 2, clock.now_ms())
-        for _ in range(3):  # caught up, fetching again and again, but broker 3's registration is not seen yet
+        # Follower 3 is caught up and fetches every half second, but its broker's registration is not seen.
+        for _ in range(3):
             _fetch(partition, 3, clock.now_ms())
-            await trio.sleep(0.05)
+            await trio.sleep(0.5)
         assert states.partition_states[("orders", 0)].isr == (1, 2)
-        waits = [r.getMessage() for r in caplog.records if "not registered as live" in r.getMessage()]
-        assert waits == ["follower 3 of orders-0 has caught up but is not registered as live: it joins the ISR "
-                         "once its registration is seen"]  # once while the wait lasts, not at every fetch
+        assert waits() == []  # a moment's wait (a watch late) is not logged
+        for _ in range(22):
+            _fetch(partition, 3, clock.now_ms())
+            await trio.sleep(0.5)
+        assert states.partition_states[("orders", 0)].isr == (1, 2)
+        assert len(waits()) == 2  # after 2 s, and again 10 s later
+        assert waits()[0].startswith("follower 3 of orders-0 has caught up but is not registered as live: it joins "
+                                     "the ISR once its registration is seen (for ")
 
         states.brokers[3] = BrokerRegistration(3, "127.0.0.1", 9003)
         _fetch(partition, 3, clock.now_ms())
