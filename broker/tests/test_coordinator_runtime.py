@@ -265,3 +265,47 @@ async def test_the_transaction_coordinator_runs_a_transaction_without_a_server(t
         assert coordinator.describe("tx").producer_id == producer_id
         assert topics.get(TRANSACTION_STATE_TOPIC) is not None and topics.get(OFFSETS_TOPIC) is None
         nursery.cancel_scope.cancel()
+
+
+async def test_a_transaction_decided_before_a_new_leader_epoch_of_the_same_leader_is_still_completed(tmp_path):
+    # The controller takes a replica out of __transaction_state's ISR and bumps the leader epoch; this broker
+    # still leads it, keeps it loaded, and must still finish the transactions it had decided.
+    topics = Topics(tmp_path)
+    orders = await topics.create("orders", 1)
+    next_id = iter(range(1000, 2000))
+    calls = []
+
+    class ProducerIds:
+        async def next_producer_id(self) -> int:
+            return next(next_id)
+
+    async def offsets_partition_for(group_id: str) -> int:
+        raise AssertionError("no AddOffsetsToTxn here")
+
+    async def local_markers(markers):
+        calls.append(markers)
+        if len(calls) == 1:  # the first attempt fails, and meanwhile the leader epoch moves on
+            state = topics.get(TRANSACTION_STATE_TOPIC).partitions[coordinator.partition_for("tx")]
+            state.set_state(NODE, state.leader_epoch + 1, [NODE], [NODE])
+            coordinator.on_partition_leadership(state.index, True)
+            return {key: ErrorCode.NOT_ENOUGH_REPLICAS for marker in markers for key in marker.partitions}
+        return await write_markers(topics, markers)
+
+    coordinator = TransactionCoordinator(
+        config(), topics, node_id=NODE, single_node=True, producer_ids=ProducerIds(),
+        offsets_partition_for=offsets_partition_for, write_markers=local_markers, send_markers=None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(coordinator.run)
+        await coordinator.ensure_topic()
+        error, producer_id, epoch = await coordinator.init_producer_id("tx", 60_000)
+        assert await coordinator.add_partitions("tx", producer_id, epoch, [("orders", 0)]) == {
+            ("orders", 0): ErrorCode.NONE}
+        orders.partitions[0].append(bytearray(build_batch([(None, b"x")], producer_id=producer_id,
+                                                          producer_epoch=epoch, base_sequence=0,
+                                                          is_transactional=True)))
+        assert await coordinator.end_transaction("tx", producer_id, epoch, committed=True) == ErrorCode.NONE
+        with trio.fail_after(5):
+            while coordinator.describe("tx").state is not TransactionState.COMPLETE_COMMIT:
+                await trio.sleep(0.05)
+        assert len(calls) == 2 and orders.partitions[0].last_stable_offset == 2  # the marker, on the retry
+        nursery.cancel_scope.cancel()

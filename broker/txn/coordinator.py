@@ -455,12 +455,14 @@ class TransactionCoordinator:
         state_partition = self._state_partition(index)
         if state_partition is None:
             return
+        # The markers carry the epoch this broker coordinates at now. A new leader epoch of the same leader
+        # (the controller took a replica out of the partition's ISR) does not end its coordination, as in
+        # Kafka: the runtime keeps the partition loaded, and its transactions are still this broker's to finish.
         coordinator_epoch = state_partition.leader_epoch
         remaining = set(metadata.partitions)
         while remaining:
-            if not self.runtime.is_loaded(index) or self.transactions.get(transactional_id) is not metadata \
-                    or state_partition.leader_epoch != coordinator_epoch:
-                return  # no longer this broker's to finish: the next coordinator does
+            if not self.runtime.is_loaded(index) or self.transactions.get(transactional_id) is not metadata:
+                return  # no longer this broker's to finish: the next coordinator (or this one, reloaded) does
             gone = {key for key in remaining if not self._exists(*key)}
             if gone:
                 log.info("transactional id %s: no marker for %s, which no longer exist", transactional_id,
