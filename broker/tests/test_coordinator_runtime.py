@@ -222,9 +222,8 @@ async def test_the_group_coordinator_commits_and_replays_offsets_without_a_serve
         nursery.cancel_scope.cancel()
 
 
-async def test_the_transaction_coordinator_runs_a_transaction_without_a_server(tmp_path):
-    topics = Topics(tmp_path)
-    orders = await topics.create("orders", 1)
+def _transaction_coordinator(topics: Topics, markers) -> TransactionCoordinator:
+    """A single node's transaction coordinator over ``topics``, writing markers with ``markers``."""
     next_id = iter(range(1000, 2000))
 
     class ProducerIds:
@@ -234,23 +233,37 @@ async def test_the_transaction_coordinator_runs_a_transaction_without_a_server(t
     async def offsets_partition_for(group_id: str) -> int:
         raise AssertionError("no AddOffsetsToTxn here")
 
+    return TransactionCoordinator(
+        config(), topics, node_id=NODE, single_node=True, producer_ids=ProducerIds(),
+        offsets_partition_for=offsets_partition_for, write_markers=markers, send_markers=None)
+
+
+async def _commit_one_record(coordinator: TransactionCoordinator, orders: Topic) -> tuple[int, int]:
+    """Transactional id ``tx`` initialised, one record written to orders-0 and the commit asked for (it is then
+    completed in the coordinator's own time): the producer id and epoch."""
+    await coordinator.ensure_topic()
+    error, producer_id, epoch = await coordinator.init_producer_id("tx", 60_000)
+    assert (error, producer_id, epoch) == (ErrorCode.NONE, 1000, 0)
+    assert await coordinator.add_partitions("tx", producer_id, epoch, [("orders", 0)]) == {
+        ("orders", 0): ErrorCode.NONE}
+    orders.partitions[0].append(bytearray(build_batch([(None, b"x")], producer_id=producer_id,
+                                                      producer_epoch=epoch, base_sequence=0,
+                                                      is_transactional=True)))
+    assert await coordinator.end_transaction("tx", producer_id, epoch, committed=True) == ErrorCode.NONE
+    return producer_id, epoch
+
+
+async def test_the_transaction_coordinator_runs_a_transaction_without_a_server(tmp_path):
+    topics = Topics(tmp_path)
+    orders = await topics.create("orders", 1)
+
     async def local_markers(markers):
         return await write_markers(topics, markers)
 
-    coordinator = TransactionCoordinator(
-        config(), topics, node_id=NODE, single_node=True, producer_ids=ProducerIds(),
-        offsets_partition_for=offsets_partition_for, write_markers=local_markers, send_markers=None)
+    coordinator = _transaction_coordinator(topics, local_markers)
     async with trio.open_nursery() as nursery:
         await nursery.start(coordinator.run)
-        await coordinator.ensure_topic()
-        error, producer_id, epoch = await coordinator.init_producer_id("tx", 60_000)
-        assert (error, producer_id, epoch) == (ErrorCode.NONE, 1000, 0)
-        assert await coordinator.add_partitions("tx", producer_id, epoch, [("orders", 0)]) == {
-            ("orders", 0): ErrorCode.NONE}
-        orders.partitions[0].append(bytearray(build_batch([(None, b"x")], producer_id=producer_id,
-                                                          producer_epoch=epoch, base_sequence=0,
-                                                          is_transactional=True)))
-        assert await coordinator.end_transaction("tx", producer_id, epoch, committed=True) == ErrorCode.NONE
+        producer_id, epoch = await _commit_one_record(coordinator, orders)
         await trio.testing.wait_all_tasks_blocked()
         assert coordinator.describe("tx").state is TransactionState.COMPLETE_COMMIT
         assert orders.partitions[0].last_stable_offset == orders.partitions[0].log_end_offset == 2  # the marker
@@ -272,15 +285,7 @@ async def test_a_transaction_decided_before_a_new_leader_epoch_of_the_same_leade
     # still leads it, keeps it loaded, and must still finish the transactions it had decided.
     topics = Topics(tmp_path)
     orders = await topics.create("orders", 1)
-    next_id = iter(range(1000, 2000))
     calls = []
-
-    class ProducerIds:
-        async def next_producer_id(self) -> int:
-            return next(next_id)
-
-    async def offsets_partition_for(group_id: str) -> int:
-        raise AssertionError("no AddOffsetsToTxn here")
 
     async def local_markers(markers):
         calls.append(markers)
@@ -291,19 +296,10 @@ async def test_a_transaction_decided_before_a_new_leader_epoch_of_the_same_leade
             return {key: ErrorCode.NOT_ENOUGH_REPLICAS for marker in markers for key in marker.partitions}
         return await write_markers(topics, markers)
 
-    coordinator = TransactionCoordinator(
-        config(), topics, node_id=NODE, single_node=True, producer_ids=ProducerIds(),
-        offsets_partition_for=offsets_partition_for, write_markers=local_markers, send_markers=None)
+    coordinator = _transaction_coordinator(topics, local_markers)
     async with trio.open_nursery() as nursery:
         await nursery.start(coordinator.run)
-        await coordinator.ensure_topic()
-        error, producer_id, epoch = await coordinator.init_producer_id("tx", 60_000)
-        assert await coordinator.add_partitions("tx", producer_id, epoch, [("orders", 0)]) == {
-            ("orders", 0): ErrorCode.NONE}
-        orders.partitions[0].append(bytearray(build_batch([(None, b"x")], producer_id=producer_id,
-                                                          producer_epoch=epoch, base_sequence=0,
-                                                          is_transactional=True)))
-        assert await coordinator.end_transaction("tx", producer_id, epoch, committed=True) == ErrorCode.NONE
+        await _commit_one_record(coordinator, orders)
         with trio.fail_after(5):
             while coordinator.describe("tx").state is not TransactionState.COMPLETE_COMMIT:
                 await trio.sleep(0.05)
