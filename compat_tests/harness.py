@@ -11,6 +11,7 @@ one on a test network or with its own limit on open files runs as ``python -m tr
 from __future__ import annotations
 
 import os
+import random
 import re
 import resource
 import socket
@@ -196,6 +197,22 @@ class BrokerProcess:
     def __repr__(self) -> str:
         state = "running" if self.running else f"exited {self.returncode}"
         return f"<BrokerProcess {self.name} {self.bootstrap} {state} data_dir={self.data_dir}>"
+
+
+def restartable_port(host: str = "127.0.0.1") -> int:
+    """A free port for a listener that must get the same port back after a restart: one below the kernel's
+    range of ephemeral ports, which no outgoing connection is handed while the broker is down."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            ephemeral_low = int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    chance = random.Random()
+    for _ in range(1000):
+        port = chance.randrange(max(1024, ephemeral_low // 2), ephemeral_low)
+        if _port_is_free(host, port):
+            return port
+    raise RuntimeError(f"no free port below {ephemeral_low} on {host}")
 
 
 def _port_is_free(host: str, port: int) -> bool:

@@ -3,7 +3,6 @@ cluster's CA, SASL PLAIN or SCRAM-SHA-512 as the broker user), while clients use
 replication, a leader killed -9 and its partition failed over, and a transaction whose markers cross brokers."""
 from __future__ import annotations
 
-import socket
 import uuid
 
 import pytest
@@ -11,15 +10,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewTopic
 
 from compat_tests.cluster import Cluster, start_cluster, wait
+from compat_tests.harness import restartable_port
 from trafka.broker.security.credentials import encode_zk_user_config, from_password, zk_user_path
 
 BROKER_PASSWORD = "broker-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, object, dict[int, int]]:
@@ -49,7 +43,7 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, obje
         finally:
             client.stop()
             client.close()
-    internal_ports = {node_id: _free_port() for node_id in (1, 2, 3)}
+    internal_ports = {node_id: restartable_port() for node_id in (1, 2, 3)}
     cluster = start_cluster(zookeeper, directory, {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",
