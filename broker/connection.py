@@ -30,7 +30,10 @@ carries the throttle time, and the connection is muted for that long (no request
 a client of a version that does not back off by itself gets its response only after the throttle time.
 
 A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
-log line that says why; the broker goes on serving everyone else.
+log line that says why; the broker goes on serving everyone else. A request whose handling fails
+unexpectedly (ZooKeeper out of reach in the middle of a controller's write, say) is answered as Kafka
+answers it where its response has a top-level error code: with the code of a Kafka error, otherwise
+UNKNOWN_SERVER_ERROR; where the response has no such code, the connection is closed.
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ from trafka.broker.handlers.api_versions import api_versions_response, served_ve
 from trafka.broker.memory import RELEASED_BUFFERS
 from trafka.broker.security.quotas import MUTATION_APIS, client_throttles
 from trafka.wire.chunks import Chunk, FileSlice
-from trafka.wire.errors import ErrorCode
+from trafka.wire.errors import ErrorCode, KafkaError
 from trafka.wire.connection import NEED_DATA, ProtocolError, Request, ServerConnection, UndecodedRequest, UnsupportedVersion
 from trafka.wire.protocol import RESPONSES, ApiKey
 
@@ -316,16 +319,23 @@ class ServedConnection:
         except CloseConnection as exc:
             log.info("closing connection %s from %s: %s", self.connection_id, self.peer, exc)
             return False
-        except Exception:
+        except Exception as exc:
+            # As Kafka does: where the response has a top-level error code, the request is answered with the
+            # error's code, or UNKNOWN_SERVER_ERROR (with no message, which could tell a client the broker's
+            # internals).
+            code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            response = top_level_error_response(header.api_key, header.api_version, code)
             log.exception(
-                "closing connection %s from %s: %s v%d request (correlation id %d) failed",
+                "%s connection %s from %s: %s v%d request (correlation id %d) failed",
+                f"answering {ErrorCode(code).name} on" if response is not None else "closing",
                 self.connection_id,
                 self.peer,
                 ApiKey(header.api_key).name,
                 header.api_version,
                 header.correlation_id,
             )
-            return False
+            if response is None:
+                return False
         throttle_ms = 0
         if quotas.active:
             throttle_ms = quotas.after_request(header.api_key, header.api_version, self.session.principal,

@@ -347,13 +347,18 @@ def _partitions(request: object, topic_name: Callable[[uuid.UUID], str | None]
 
 
 def top_level_error_response(api: int, version: int, error_code: int):
-    """The response of ``api`` carrying nothing but ``error_code`` at its top level (an error rule's
-    answer); None when that version of the response has no such field."""
+    """The response of ``api`` carrying nothing but ``error_code`` at its top level, and a null error
+    message where it has one (an error rule's answer, or a failed request's); None when that version of
+    the response has no such field."""
     response = RESPONSES[ApiKey(api)]()
-    field_ = next((f for f in response.FIELDS if f.name == "error_code"), None)
+    fields = {f.name: f for f in response.FIELDS}
+    field_ = fields.get("error_code")
     if field_ is None or version not in field_.versions:
         return None
     response.error_code = error_code
+    message = fields.get("error_message")
+    if message is not None and version in message.nullable_versions:
+        response.error_message = None
     return response
 
 

@@ -1,15 +1,21 @@
 """Partition reassignment in a replicated cluster (AlterPartitionReassignments and
 ListPartitionReassignments, as kafka-reassign-partitions.sh uses them, through kafka-python's admin
 client): replicas move to other brokers while an idempotent producer writes with acks=all; nothing
-acknowledged is lost, the new replica ends byte-identical, the old one's log is deleted."""
+acknowledged is lost, the new replica ends byte-identical, the old one's log is deleted. A controller
+that cannot reach ZooKeeper answers the request with an error and goes on serving the connection."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from compat_tests.clients import ConfluentClient
 from compat_tests.cluster import Writer, check_sequence, replicas_identical, segments, start_cluster, wait
-
+from compat_tests.wire_client import WireClient
+from compat_tests.zookeeper import ZooKeeperServer
+from trafka.wire.errors import ErrorCode
+from trafka.wire.messages import AlterPartitionReassignmentsRequest as Reassign
+from trafka.wire.messages import MetadataRequest
 
 from kafka import TopicPartition
 
@@ -72,3 +78,34 @@ def test_reassignment_refusals_and_cancellation(zookeeper, tmp_path: Path):
             admin.close()
     finally:
         cluster.close()
+
+
+def test_a_controller_out_of_zookeepers_reach_answers_an_error_and_serves_on(tmp_path: Path):
+    zookeeper = ZooKeeperServer(tmp_path / "zookeeper" / "data", name="private-zookeeper").start()
+    cluster = start_cluster(zookeeper, tmp_path / "cluster", node_ids=(1,))
+    try:
+        ConfluentClient(cluster.bootstrap).create_topic("kept", 1, replication_factor=1)
+        wait(lambda: cluster.metadata("kept").get(0), "metadata")
+        move = Reassign(timeout_ms=5000, topics=[Reassign.ReassignableTopic(
+            name="kept", partitions=[Reassign.ReassignablePartition(partition_index=0, replicas=[1])])])
+        with WireClient(cluster.bootstrap) as connection:
+            zookeeper.stop()
+            # Once the broker has seen ZooKeeper go, its write cannot be made: the answer says so (as Kafka's,
+            # with no message), and the same connection is served on.
+            deadline = time.monotonic() + 20
+            while (answer := connection.request(move, 0)).error_code != ErrorCode.UNKNOWN_SERVER_ERROR:
+                assert time.monotonic() < deadline, answer
+                time.sleep(0.2)
+            assert answer.error_message is None and answer.responses == []
+            topics = connection.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="kept")]),
+                                        4).topics
+            assert [(t.name, t.error_code) for t in topics] == [("kept", 0)]
+        zookeeper.start()
+        admin = _admin(cluster)
+        try:
+            wait(lambda: admin.list_partition_reassignments() == {}, "the controller serving again")
+        finally:
+            admin.close()
+    finally:
+        cluster.close()
+        zookeeper.stop()
