@@ -1,6 +1,6 @@
 """The replicated cluster: three trafka brokers on a real ZooKeeper, beside single-node trafka.
 
-    python -m bench --cluster            # full run (about 4 minutes on 2 cores)
+    python -m bench --cluster            # full run (about 6 minutes on 2 cores)
     python -m bench --cluster --quick    # smaller counts, one run of each (under a minute)
     python -m bench.cluster --skip produce,latency   # some parts only
 
@@ -9,8 +9,10 @@ Two measurements, each in fresh client processes (``bench.workloads``):
 - **Produce**: the single-node produce workload (the same record sizes, counts and client settings)
   against single-node trafka with acks=1 and against a 3-broker cluster, topic with replication factor
   3 and ``min.insync.replicas=2``, with acks=all (and, for the breakdown, acks=1), in turns, the median
-  of ``repeats`` runs. Then produce latency at a fixed rate: every record's time from ``produce()`` to
-  its acknowledgement (librdkafka's own per-message latency).
+  of ``repeats`` runs. Apache Kafka 3.9 takes the same turns as one broker (acks=1) and as three
+  (acks=all), so that Kafka's own price of replication on this machine stands beside trafka's
+  (``bench.kafka_cluster``; ``--skip kafka`` leaves it out). Then produce latency at a fixed rate:
+  every record's time from ``produce()`` to its acknowledgement (librdkafka's own per-message latency).
 - **Failover**: an idempotent acks=all producer writes 0, 1, 2, ... at a steady rate to one RF 3
   partition; the partition's leader is killed with SIGKILL; the time from the kill to the next
   acknowledged write is measured, along with the two steps in between (the killed broker's
@@ -44,6 +46,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import brokers, machine
+from bench.kafka_cluster import VERSION as KAFKA_VERSION
+from bench.kafka_cluster import KafkaReference
 from bench.common import RESULTS_DIR, Progress, in_turns, size_label, write_results
 from bench.workloads import run_workload
 
@@ -57,6 +61,10 @@ MB = 1_000_000
 SINGLE = "single-node acks=1"
 CLUSTER_ALL = "RF3 acks=all"
 CLUSTER_ONE = "RF3 acks=1"
+KAFKA_SINGLE = "Kafka single-node acks=1"
+WARM_UP_TOPIC = "bench-warm-up"
+WARM_UP_RECORDS = 300_000  # of 1 KB, to each of Kafka's targets before its first measured run
+KAFKA_ALL = "Kafka RF3 acks=all"
 
 
 @dataclass(frozen=True)
@@ -347,39 +355,55 @@ def delete_topic(admin: Any, topic: str) -> None:
 # Produce: single node, acks=1 beside the cluster, acks=all
 
 
+def produce_keys(with_kafka: bool) -> list[str]:
+    return [SINGLE, CLUSTER_ALL, CLUSTER_ONE] + ([KAFKA_SINGLE, KAFKA_ALL] if with_kafka else [])
+
+
 def produce_side_by_side(single: brokers.BrokerProcess, cluster: Cluster, plan: ClusterPlan,
-                         progress: Progress) -> dict[str, Any]:
+                         progress: Progress, kafka: KafkaReference | None = None) -> dict[str, Any]:
+    """Every cell on every target in turns: trafka's single node and cluster, and Kafka's when given."""
     out: dict[str, Any] = {}
-    keys = [SINGLE, CLUSTER_ALL, CLUSTER_ONE]
+    keys = produce_keys(kafka is not None)
     for size, count in plan.records:
         for partitions in plan.partitions:
             cell_name = f"{size_label(size)} p={partitions}"
-            topics: dict[str, str] = {}
-            for key in keys:
-                # A fresh topic per target, so that each starts from an empty log.
-                topic = f"bench-{size}-{partitions}-{'single' if key == SINGLE else key.split()[1].replace('=', '')}"
-                topics[key] = topic
-                if key == SINGLE:
-                    single.create_topic(topic, partitions)
-                else:
-                    cluster.create_topic(topic, partitions)
+            # A fresh topic per target, so that each starts from an empty log.
+            topics = {key: f"bench-{size}-{partitions}-{'single' if key == SINGLE else key.split()[1].replace('=', '')}"
+                      for key in (SINGLE, CLUSTER_ALL, CLUSTER_ONE)}
+            single.create_topic(topics[SINGLE], partitions)
+            cluster.create_topic(topics[CLUSTER_ALL], partitions)
+            cluster.create_topic(topics[CLUSTER_ONE], partitions)
+            if kafka is not None:
+                topics[KAFKA_SINGLE] = topics[KAFKA_ALL] = f"bench-{size}-{partitions}"
+                kafka.create_topics(topics[KAFKA_ALL], partitions)
+            targets = {
+                SINGLE: ("single", single.bootstrap, single.pid),
+                CLUSTER_ALL: ("RF3", cluster.bootstrap, cluster.pids),
+                CLUSTER_ONE: ("RF3", cluster.bootstrap, cluster.pids),
+                **({KAFKA_SINGLE: ("kafka", kafka.single_bootstrap, kafka.single.pid),
+                    KAFKA_ALL: ("kafka RF3", kafka.cluster_bootstrap, kafka.cluster_pids)} if kafka else {}),
+            }
 
             def run_one(key: str) -> dict[str, Any]:
-                target_single = key == SINGLE
+                name, bootstrap, pids = targets[key]
+                acks = "all" if key in (CLUSTER_ALL, KAFKA_ALL) else "1"
+                # Nothing left to write back from the runs before (any target's), which would throttle this one.
+                os.sync()
                 result = run_workload(
-                    {"workload": "produce", "topic": topics[key], "count": count, "size": size,
-                     "acks": "all" if key == CLUSTER_ALL else "1",
-                     "bootstrap": single.bootstrap if target_single else cluster.bootstrap,
-                     "broker_pid": single.pid if target_single else cluster.pids},
+                    {"workload": "produce", "topic": topics[key], "count": count, "size": size, "acks": acks,
+                     "bootstrap": bootstrap, "broker_pid": pids},
                     WORKLOAD_TIMEOUT_S,
                 )
-                progress.step("single" if target_single else "RF3", f"produce {count:,} x {cell_name} "
-                              f"{'acks=1' if key != CLUSTER_ALL else 'acks=all'}", result)
+                progress.step(name, f"produce {count:,} x {cell_name} acks={acks}", result)
                 return result
 
             out[cell_name] = {"records": count, "size": size, "partitions": partitions,
                               **in_turns(keys, plan.repeats, run_one)}
             _delete_all(single, cluster, topics)
+            if kafka is not None:
+                kafka.delete_topics(topics[KAFKA_ALL], delete_topic)
+                out[cell_name]["kafka_ratio_all_rf3_to_single_acks1"] = _ratio(out[cell_name][KAFKA_ALL],
+                                                                               out[cell_name][KAFKA_SINGLE])
             ratio = _ratio(out[cell_name][CLUSTER_ALL], out[cell_name][SINGLE])
             out[cell_name]["ratio_all_rf3_to_single_acks1"] = ratio
     return out
@@ -389,8 +413,9 @@ def _delete_all(single: brokers.BrokerProcess, cluster: Cluster, topics: dict[st
     from confluent_kafka.admin import AdminClient
 
     single_admin = AdminClient({"bootstrap.servers": single.bootstrap, "log_level": 3})
-    for key, topic in topics.items():
-        delete_topic(single_admin if key == SINGLE else cluster.admin(), topic)
+    delete_topic(single_admin, topics[SINGLE])
+    for key in (CLUSTER_ALL, CLUSTER_ONE):
+        delete_topic(cluster.admin(), topics[key])
 
 
 def _cpu_per_mb(run: dict[str, Any]) -> tuple[float, float] | None:
@@ -415,6 +440,24 @@ def _cpu_per_mb_table(produce: dict[str, Any], cores: int | None) -> list[str]:
         lines.append(f"| {cell['records']:,} x {cell_name} | {single[0]:.2f} / {single[1]:.2f} | "
                      f"{replicated[0]:.2f} / {replicated[1]:.2f} | {ceiling} / {measured:.1f} MB/s |")
     return lines if len(lines) > 2 else []
+
+
+def _kafka_table(produce: dict[str, Any], fmt: Callable[[dict[str, Any]], str], error: str | None) -> list[str]:
+    """Apache Kafka's own cluster beside its single broker, from the same turns, and trafka's cluster
+    against Kafka's."""
+    if error:
+        return [f"Apache Kafka {KAFKA_VERSION}: not measured ({error})", ""]
+    cells = {name: cell for name, cell in produce.items() if KAFKA_ALL in cell}
+    if not cells:
+        return []
+    lines = [f"| Apache Kafka {KAFKA_VERSION}, in the same turns | single node, acks=1 | 3 brokers RF3, acks=all | "
+             "RF3 acks=all / single acks=1 | trafka RF3 acks=all / Kafka RF3 acks=all |",
+             "|---|---|---|---|---|"]
+    for cell_name, cell in cells.items():
+        ratio, against = cell.get("kafka_ratio_all_rf3_to_single_acks1"), _ratio(cell[CLUSTER_ALL], cell[KAFKA_ALL])
+        lines.append(f"| {cell['records']:,} x {cell_name} | {fmt(cell[KAFKA_SINGLE])} | {fmt(cell[KAFKA_ALL])} | "
+                     f"{f'{ratio:.2f}x' if ratio else 'n/a'} | {f'{against:.2f}x' if against else 'n/a'} |")
+    return [*lines, ""]
 
 
 def _ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
@@ -661,18 +704,18 @@ def report(plan: ClusterPlan, document: dict[str, Any]) -> str:
     lines = []
     produce = results.get("produce", {})
     if produce:
+        def fmt(r: dict[str, Any]) -> str:
+            if "records_per_s" not in r:
+                return f"error: {r.get('error', '?')[:60]}"
+            cores = f" ({r['broker_cores']:.2f} / {r['client_cores']:.2f} cores)" if "broker_cores" in r else ""
+            return f"{r['records_per_s']:,.0f} rec/s, {r['mb_per_s']:.1f} MB/s{cores}"
+
         lines += [
             "| produce (confluent-kafka, linger.ms=5, batch.size=1 MiB) | single node, acks=1 | 3 brokers RF3, "
             "acks=all | 3 brokers RF3, acks=1 | RF3 acks=all / single acks=1 |",
             "|---|---|---|---|---|",
         ]
         for cell_name, cell in produce.items():
-            def fmt(r: dict[str, Any]) -> str:
-                if "records_per_s" not in r:
-                    return f"error: {r.get('error', '?')[:60]}"
-                cores = f" ({r['broker_cores']:.2f} / {r['client_cores']:.2f} cores)" if "broker_cores" in r else ""
-                return f"{r['records_per_s']:,.0f} rec/s, {r['mb_per_s']:.1f} MB/s{cores}"
-
             ratio = cell.get("ratio_all_rf3_to_single_acks1")
             lines.append(
                 f"| {cell['records']:,} x {cell_name} | {fmt(cell[SINGLE])} | {fmt(cell[CLUSTER_ALL])} | "
@@ -685,6 +728,7 @@ def report(plan: ClusterPlan, document: dict[str, Any]) -> str:
                          f"(cells as above; cores: brokers' / client's, on average over each run)")
         lines += ["", *_cpu_per_mb_table(produce, document.get("machine", {}).get("cpu_cores"))]
         lines.append("")
+        lines += _kafka_table(produce, fmt, results.get("kafka_error"))
     latency = results.get("produce_latency", {})
     if latency:
         lines += [
@@ -730,7 +774,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     parser = argparse.ArgumentParser(prog="python -m bench --cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", default=quick)
     parser.add_argument("--output", type=Path, default=output)
-    parser.add_argument("--skip", default="", help="comma-separated: produce,latency,failover")
+    parser.add_argument("--skip", default="", help="comma-separated: produce,latency,failover,kafka")
     args = parser.parse_args(argv or [])
     plan = QUICK if args.quick else FULL
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -741,13 +785,14 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     started_at = datetime.datetime.now(datetime.timezone.utc)
     started = time.perf_counter()
     matrix = len(plan.records) * len(plan.partitions)
-    total = (0 if "produce" in skip else matrix * 3 * plan.repeats) \
+    total = (0 if "produce" in skip else matrix * len(produce_keys("kafka" not in skip)) * plan.repeats) \
         + (0 if "latency" in skip else 3 * len(plan.latency_settings)) \
         + (0 if "failover" in skip else plan.failover_runs * len(plan.failover_session_timeouts_ms))
     progress = Progress(total)
     live_clusters: list[Cluster] = []
     closed: list[Cluster] = []  # their logs go next to the results
     single: brokers.BrokerProcess | None = None
+    kafka: KafkaReference | None = None
     results: dict[str, Any] = {}
     try:
         version = brokers.SPECS["trafka"].version()
@@ -761,7 +806,12 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         if not {"produce", "latency"} <= skip:
             single = brokers.start(brokers.SPECS["trafka"])
             if "produce" not in skip:
-                results["produce"] = produce_side_by_side(single, cluster, plan, progress)
+                if "kafka" not in skip:
+                    kafka = start_kafka(plan, results)
+                results["produce"] = produce_side_by_side(single, cluster, plan, progress, kafka)
+                if kafka is not None:
+                    kafka.close()
+                    kafka = None
             if "latency" not in skip:
                 results["produce_latency"] = produce_latency(single, cluster, plan, progress)
             single.stop()
@@ -779,6 +829,8 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     finally:
         if single is not None:
             single.stop()
+        if kafka is not None:
+            kafka.close()
         for cluster in list(live_clusters):
             cluster.close()
             closed.append(cluster)
@@ -804,6 +856,26 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     return 0
 
 
+def start_kafka(plan: ClusterPlan, results: dict[str, Any]) -> KafkaReference | None:
+    """Apache Kafka's single broker and cluster, warmed up, or None (and why, in ``results``) where they
+    cannot run."""
+    kafka = KafkaReference(dict(plan.broker_overrides), plan.min_insync_replicas)
+    try:
+        kafka.start()
+        # Unmeasured: the JVMs compile their produce path before the first measured run.
+        kafka.create_topics(WARM_UP_TOPIC, 16)
+        for bootstrap, acks in ((kafka.single_bootstrap, "1"), (kafka.cluster_bootstrap, "all")):
+            run_workload({"workload": "produce", "topic": WARM_UP_TOPIC, "count": WARM_UP_RECORDS, "size": 1024,
+                          "acks": acks, "bootstrap": bootstrap}, WORKLOAD_TIMEOUT_S)
+        kafka.delete_topics(WARM_UP_TOPIC, delete_topic)
+    except Exception as exc:  # noqa: BLE001 - no jars or no Java here: trafka's figures still come
+        kafka.close()
+        results["kafka_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        print(f"bench: Apache Kafka {KAFKA_VERSION} not measured: {results['kafka_error']}", file=sys.stderr)
+        return None
+    return kafka
+
+
 def settings(plan: ClusterPlan) -> dict[str, str]:
     return {
         "cluster": "3 trafka brokers (python -m trafka --override broker.id=N --override zookeeper.connect="
@@ -813,6 +885,13 @@ def settings(plan: ClusterPlan) -> dict[str, str]:
                    + "; everything else trafka's defaults, which are Kafka's: replica.lag.time.max.ms=30000, "
                      "replica.fetch.wait.max.ms=500, replica.fetch.min.bytes=1, replica.fetch.max.bytes=1048576, "
                      "replica.fetch.backoff.ms=1000",
+        "kafka": f"Apache Kafka {KAFKA_VERSION} (compat_tests/reference_zk), one broker and a cluster of three on a "
+                 "ZooKeeper of their own, alive beside trafka's, their runs in the same turns "
+                 "(bench/kafka_cluster.py); "
+                 f"JVM: {' '.join(brokers.kafka_jvm_options())}; the cluster's settings: offsets.topic.replication."
+                 "factor=3, " + ", ".join(f"{k}={v}" for k, v in plan.broker_overrides) + ", the rest Kafka's "
+                 "defaults; the same topics and producer as trafka's; before the first measured run, "
+                 f"{WARM_UP_RECORDS:,} records of 1 KB to each, unmeasured, for the JVMs' compilers",
         "topics": f"replication factor 3, min.insync.replicas={plan.min_insync_replicas}; single node: "
                   f"replication factor 1",
         "single_node": "python -m trafka --port 0 --data-dir <tmp> --log-level WARNING (bench.brokers' trafka)",

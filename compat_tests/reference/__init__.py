@@ -166,10 +166,12 @@ class ZooKeeperModeKafka(KafkaBroker):
 
     def __init__(self, data_dir: Path, zookeeper: str, *, broker_id: int = 1,
                  overrides: Mapping[str, object] | None = None, name: str = "kafka-zk", host: str = HOST,
-                 wrap: Callable[[list[str]], list[str]] | None = None):
+                 wrap: Callable[[list[str]], list[str]] | None = None, java_options: Sequence[str] = JVM_OPTIONS):
         """``host``: the address it listens on; ``wrap``: the command as run elsewhere (on a host of a test
-        network, trafka.broker.testing.network)."""
+        network, trafka.broker.testing.network); ``java_options``: the JVM's options, the tests' small heap
+        and quick start unless given."""
         super().__init__(data_dir, overrides=overrides, name=name)
+        self.java_options = tuple(java_options)
         self.zookeeper = zookeeper
         self.broker_id = broker_id
         self._host = host
@@ -186,7 +188,7 @@ class ZooKeeperModeKafka(KafkaBroker):
                       "listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
                       **self.overrides}
         self.properties_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
-        command = ["java", *JVM_OPTIONS, "-cp", f"{ZK_MODE_LIB}/*", "kafka.Kafka", str(self.properties_path)]
+        command = ["java", *self.java_options, "-cp", f"{ZK_MODE_LIB}/*", "kafka.Kafka", str(self.properties_path)]
         self._launch(command)
         return self
 
