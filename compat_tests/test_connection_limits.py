@@ -143,6 +143,8 @@ def test_ip_connection_creation_rate_quota(brokers):
                 alter.entries[0].ops[0].remove = True
                 admin.request(alter, 1)
     # The quota's windows let 1/s over 10 s through at once, then the next connection is closed unanswered.
+    # How many Kafka lets through varies by a few from run to run (8 and 10-12 seen), with where the burst
+    # falls in its one-second sample windows.
     for name, outcomes in observed.items():
         assert outcomes[-1] == "closed", (name, outcomes)
-    assert abs(len(observed["trafka"]) - len(observed["kafka"])) <= 1, observed
+    assert abs(len(observed["trafka"]) - len(observed["kafka"])) <= 3, observed
