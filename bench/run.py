@@ -57,6 +57,9 @@ class Plan:
     rss_written_bytes: int  # written in all by the end of the run (the last fill tops up to it)
     rss_fill_bytes: int  # written by the last step alone, RSS measured before and after it
     raw_requests: int  # 1 MiB produce requests per raw (client-free) run
+    # Each consume run reads what this many produce runs wrote (the topic holds repeats x len(acks) of them),
+    # so that its steady window lasts seconds rather than half of one.
+    consume_produce_runs: int = 1
     repeats: int = 1  # throughput runs per workload; the table shows the median
     latency_runs: int = 1  # runs per latency setting; the table shows the run with the median p99
     latency_mb_per_s: float = 20.0
@@ -81,6 +84,7 @@ FULL = Plan(
     raw_requests=200,
     repeats=5,
     latency_runs=3,
+    consume_produce_runs=5,
 )
 
 QUICK = Plan(
@@ -226,7 +230,8 @@ def throughput_matrix(subjects: list[Subject], plan: Plan) -> None:
     for subject in subjects:
         subject.results["raw_produce"] = {RAW_KEY: cell[subject.name]}
         subject.written += cell[subject.name].get("records", 0) * 1024
-    for size, count in plan.records:
+    for size, produced in plan.records:
+        count = produced * plan.consume_produce_runs
         for partitions in plan.partitions:
             key = f"{size_label(size)} p={partitions}"
             cell = side_by_side(
