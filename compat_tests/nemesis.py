@@ -1,4 +1,4 @@
-"""Faults that are not crashes, against a replicated cluster on a test network (trafka.broker.testing.network), and what
+"""Faults, crashes among them, against a replicated cluster on a test network (trafka.broker.testing.network), and what
 clients saw through them: the nemeses, the workload and the checker that test_nemesis.py runs briefly and
 ``python -m bench --nemesis`` for as long as asked, on trafka and on Apache Kafka 3.9 in ZooKeeper mode alike.
 
@@ -22,6 +22,9 @@ committing its offsets after every batch.
 - ``lossy``: 30% of the packets between the brokers lost at random;
 - ``slow-links``: the links between brokers slowed by 80-120 ms each way (a relay per broker: no ``tc netem``);
 - ``leader-paused``: a leader stopped (SIGSTOP) past its ZooKeeper session, then resumed;
+- ``broker-killed``: a broker killed (SIGKILL), a leader of some partitions and a follower of others; healed, it is
+  started again on its port, as often as it is refused while its old ZooKeeper session lasts (both brokers refuse
+  a restart then);
 - ``follower-then-the-isr``: a follower cut off until it falls out of a partition's ISR, then, with it back, the
   partition's leader and its other follower cut off: the partition has no ISR member left to lead, and with unclean
   election on the follower that fell behind leads (losing what was acknowledged without it, as Kafka documents).
@@ -377,6 +380,32 @@ def leader_paused(target, chance):
     return f"leader {leader} paused", lambda: netns.resume(pid)
 
 
+def broker_killed(target, chance):
+    node_id = chance.choice(BROKERS)
+    broker = target.broker(node_id)
+    broker.kill()
+    return f"broker {node_id} killed", lambda: _start_again(broker)
+
+
+#: How long a killed broker's start is tried again: past the ZooKeeper session (6 s) of its registration.
+RESTART_WITHIN_S = 30.0
+
+
+def _start_again(broker) -> None:
+    """Start a killed broker (trafka's ``BrokerProcess`` on its port, or Kafka's), again while it is refused."""
+    from compat_tests.harness import BrokerProcess, BrokerStartError
+
+    deadline = time.monotonic() + RESTART_WITHIN_S
+    while True:
+        try:
+            broker.start(broker.port) if isinstance(broker, BrokerProcess) else broker.start()
+            return
+        except (BrokerStartError, RuntimeError):  # trafka's refusal, and Kafka's (its JVM exits)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 NEMESES: dict[str, Callable] = {
     "leader-cut-from-followers": leader_cut_from_followers,
     "leader-isolated": leader_isolated,
@@ -388,6 +417,7 @@ NEMESES: dict[str, Callable] = {
     "lossy": lossy,
     "slow-links": slow_links,
     "leader-paused": leader_paused,
+    "broker-killed": broker_killed,
     "follower-then-the-isr": follower_then_the_isr,
 }
 
