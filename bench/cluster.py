@@ -1,6 +1,6 @@
 """The replicated cluster: three trafka brokers on a real ZooKeeper, beside single-node trafka.
 
-    python -m bench --cluster            # full run (about 6 minutes on 2 cores)
+    python -m bench --cluster            # full run (about 5 minutes on 2 cores)
     python -m bench --cluster --quick    # smaller counts, one run of each (under a minute)
     python -m bench.cluster --skip produce,latency   # some parts only
 
@@ -62,9 +62,9 @@ SINGLE = "single-node acks=1"
 CLUSTER_ALL = "RF3 acks=all"
 CLUSTER_ONE = "RF3 acks=1"
 KAFKA_SINGLE = "Kafka single-node acks=1"
+KAFKA_ALL = "Kafka RF3 acks=all"
 WARM_UP_TOPIC = "bench-warm-up"
 WARM_UP_RECORDS = 300_000  # of 1 KB, to each of Kafka's targets before its first measured run
-KAFKA_ALL = "Kafka RF3 acks=all"
 
 
 @dataclass(frozen=True)
