@@ -31,9 +31,10 @@ a client of a version that does not back off by itself gets its response only af
 
 A malformed frame, an unknown API key or an unsupported version closes only this connection, with a
 log line that says why; the broker goes on serving everyone else. A request whose handling fails
-unexpectedly (ZooKeeper out of reach in the middle of a controller's write, say) is answered as Kafka
-answers it where its response has a top-level error code: with the code of a Kafka error, otherwise
-UNKNOWN_SERVER_ERROR; where the response has no such code, the connection is closed.
+unexpectedly is answered as Kafka's request handler answers a failed request, where its response has a
+top-level error code: with the code of a Kafka error, otherwise UNKNOWN_SERVER_ERROR; where the response has
+no such code, the connection is closed. (A controller out of ZooKeeper's reach answers its writes so at
+once; Kafka 3.9's holds them until ZooKeeper is back, past a client's timeout.)
 """
 from __future__ import annotations
 
