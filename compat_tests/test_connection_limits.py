@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from compat_tests.clients import ConfluentClient, Message
-from compat_tests.harness import BrokerProcess
+from compat_tests.harness import BrokerProcess, wait_until
 from compat_tests.reference import KafkaBroker
 from compat_tests.wire_client import WireClient, decode_response, encode_frame, read_frame
-from trafka.wire.messages import AlterClientQuotasRequest, ApiVersionsRequest
+from trafka.wire.messages import AlterClientQuotasRequest, ApiVersionsRequest, DescribeClientQuotasRequest
 
 LIMITED = "127.0.0.2"
 
@@ -121,18 +121,29 @@ def test_listener_limit_makes_connections_wait(tmp_path):
     assert outcomes["trafka"] == outcomes["kafka"] == (["no answer", "answered"], True)
 
 
+def _quota_in_force(client: WireClient, address: str) -> bool:
+    described = client.request(DescribeClientQuotasRequest(components=[DescribeClientQuotasRequest.ComponentData(
+        entity_type="ip", match_type=0, match=address)], strict=True), 1)
+    return any(v.key == "connection_creation_rate" for entry in described.entries or () for v in entry.values)
+
+
 def test_ip_connection_creation_rate_quota(brokers):
+    # An address of its own: 127.0.0.2's limit of two open connections would close some of the burst's
+    # connections before the broker has counted the previous ones out (Kafka counts them out asynchronously).
+    rated = "127.0.0.3"
     observed = {}
     for name, process in brokers.items():
         with WireClient(process.bootstrap) as admin:
             alter = AlterClientQuotasRequest(entries=[AlterClientQuotasRequest.EntryData(
-                entity=[AlterClientQuotasRequest.EntityData(entity_type="ip", entity_name=LIMITED)],
+                entity=[AlterClientQuotasRequest.EntityData(entity_type="ip", entity_name=rated)],
                 ops=[AlterClientQuotasRequest.OpData(key="connection_creation_rate", value=1.0)])])
             assert admin.request(alter, 1).entries[0].error_code == 0
+            # Kafka applies a quota once its metadata log has it: the burst starts when the broker describes it.
+            wait_until(lambda: _quota_in_force(admin, rated), timeout=10)
         try:
             outcomes = []
             for attempt in range(40):
-                with _connect(process.bootstrap) as sock:
+                with _connect(process.bootstrap, rated) as sock:
                     outcome = _api_versions(sock, timeout=3.0)
                 outcomes.append(outcome)
                 if outcome != "answered":
@@ -143,8 +154,7 @@ def test_ip_connection_creation_rate_quota(brokers):
                 alter.entries[0].ops[0].remove = True
                 admin.request(alter, 1)
     # The quota's windows let 1/s over 10 s through at once, then the next connection is closed unanswered.
-    # How many Kafka lets through varies by a few from run to run (8 and 10-12 seen), with where the burst
-    # falls in its one-second sample windows.
+    # Where the burst falls in the one-second sample windows moves the count by one.
     for name, outcomes in observed.items():
         assert outcomes[-1] == "closed", (name, outcomes)
-    assert abs(len(observed["trafka"]) - len(observed["kafka"])) <= 3, observed
+    assert abs(len(observed["trafka"]) - len(observed["kafka"])) <= 1, observed
