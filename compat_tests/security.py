@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,12 +19,6 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def add_scram_users(data_dir: Path, users: Mapping[str, str], iterations: int = 4096) -> None:

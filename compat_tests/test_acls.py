@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.security import PLAIN_JAAS, free_port
+from compat_tests.ports import free_port
+from compat_tests.security import PLAIN_JAAS
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SETTINGS = {

@@ -28,7 +28,8 @@ import pytest
 
 from compat_tests.clients import ClientError, ConfluentClient, KafkaPythonClient, Message, error_name
 from compat_tests.harness import BrokerProcess
-from compat_tests.security import SecureJava, SecureKafkajs, free_port, java_jaas
+from compat_tests.ports import free_port
+from compat_tests.security import SecureJava, SecureKafkajs, java_jaas
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
         + " ".join(f'user_{user}="{user}-secret"' for user in ("admin", "alice", "bob", "carol")) + ";")

@@ -195,7 +195,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 def secured_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, dict[int, int]]]:
     """Three brokers, each also with a SASL_PLAINTEXT listener (admin, alice): the cluster and each broker's
     SASL port."""
-    from compat_tests.security import free_port
+    from compat_tests.ports import free_port
 
     ports = {node_id: free_port() for node_id in (1, 2, 3)}
     settings = {**SETTINGS, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",

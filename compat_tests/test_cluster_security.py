@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewTopic
 
 from compat_tests.cluster import Cluster, start_cluster, wait
-from compat_tests.harness import restartable_port
+from compat_tests.ports import free_port
 from trafka.broker.security.credentials import encode_zk_user_config, from_password, zk_user_path
 
 BROKER_PASSWORD = "broker-secret"
@@ -43,7 +43,7 @@ def _secure_cluster(zookeeper, directory, mechanism: str) -> tuple[Cluster, obje
         finally:
             client.stop()
             client.close()
-    internal_ports = {node_id: restartable_port() for node_id in (1, 2, 3)}
+    internal_ports = {node_id: free_port() for node_id in (1, 2, 3)}
     cluster = start_cluster(zookeeper, directory, {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",

@@ -21,7 +21,7 @@ from trafka.wire.messages import (
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
-from compat_tests.security import free_port
+from compat_tests.ports import free_port
 from compat_tests.wire_client import WireClient
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

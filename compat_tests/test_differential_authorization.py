@@ -11,7 +11,6 @@ and ``User:admin`` are super users: the fixture prepares topics and groups throu
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from trafka.wire.primitives import Struct
 from trafka.wire.records import build_batch
 
 from compat_tests.harness import BrokerProcess
+from compat_tests.ports import free_port
 from compat_tests.reference import KafkaBroker
 from compat_tests.wire_client import WireClient
 
@@ -56,12 +56,6 @@ ACLS = [
     (G, "g-alice", LITERAL, AclOperation.READ, ALLOW),
     (X, "tx-alice", LITERAL, AclOperation.WRITE, ALLOW),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _prepare(bootstrap: str) -> None:
@@ -121,7 +115,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tupl
     (PLAIN: admin, alice, bob), the same topics, groups and ACLs: by name, the process and its SASL port."""
     root = Path(tmp_path_factory.mktemp("differential-authorization"))
     kafka = KafkaBroker(root / "kafka", overrides=SETTINGS, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
-    sasl_port = _free_port()
+    sasl_port = free_port()
     trafka_dir = root / "trafka"
     trafka_dir.mkdir()
     trafka = BrokerProcess(trafka_dir, name="trafka", overrides={

@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import KafkaBroker
-from compat_tests.security import OAUTH_JAAS, free_port, jwk_of, jwks_json
+from compat_tests.ports import free_port
+from compat_tests.security import OAUTH_JAAS, jwk_of, jwks_json
 from compat_tests.wire_client import WireClient
 from trafka.wire.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 

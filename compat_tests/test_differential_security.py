@@ -4,13 +4,13 @@ and what a client sees compared: codes and messages of every refusal, DescribeUs
 AlterUserScramCredentials' answers, and the addresses Metadata gives on each listener."""
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from compat_tests.harness import BrokerProcess
+from compat_tests.ports import free_port
 from compat_tests.reference import KafkaBroker
 from compat_tests.wire_client import WireClient
 from trafka.broker.security.credentials import ScramCredentialStore, from_password
@@ -37,12 +37,6 @@ Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[object, int]]]:
     """Kafka and trafka, each with a PLAINTEXT and a SASL_PLAINTEXT listener and SCRAM user bob: by name,
@@ -53,7 +47,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tupl
     trafka_dir = root / "trafka"
     trafka_dir.mkdir()
     ScramCredentialStore.load(trafka_dir).set("bob", "SCRAM-SHA-256", from_password("SCRAM-SHA-256", "bob-secret"))
-    sasl_port = _free_port()
+    sasl_port = free_port()
     trafka = BrokerProcess(trafka_dir, name="trafka", overrides={
         **SETTINGS, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})
     try:

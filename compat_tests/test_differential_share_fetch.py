@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from compat_tests.ports import free_port
 from compat_tests.test_differential import side_by_side
 from compat_tests.test_differential_share_groups import SETTINGS as GROUP_SETTINGS
 from compat_tests.test_differential_share_groups import Conversation, conversation
@@ -309,7 +310,7 @@ def authorized_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
     root = Path(tmp_path_factory.mktemp("share-fetch-authorization"))
     settings = {**authorization.SETTINGS, **SETTINGS}
     kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
-    sasl_port = authorization._free_port()
+    sasl_port = free_port()
     (root / "trafka").mkdir()
     trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
         **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.harness import BrokerProcess
+from compat_tests.ports import free_port
 from compat_tests.reference import KafkaBroker
 from compat_tests.test_differential import create, side_by_side
 from compat_tests.wire_client import WireClient
@@ -285,7 +286,7 @@ def authorizing_brokers(tmp_path_factory: pytest.TempPathFactory):
     root = Path(tmp_path_factory.mktemp("share-authorization"))
     settings = {**authorization.SETTINGS, **SETTINGS}
     kafka = KafkaBroker(root / "kafka", overrides=settings, listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
-    sasl_port = authorization._free_port()
+    sasl_port = free_port()
     (root / "trafka").mkdir()
     trafka = BrokerProcess(root / "trafka", name="trafka", overrides={
         **settings, "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}"})

@@ -9,12 +9,12 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.security import free_port as _free_port
+from compat_tests.ports import free_port
 from compat_tests.security import round_trip as _round_trip
 
 
 def test_each_client_is_told_the_addresses_of_its_own_listener(tmp_path):
-    clients_port, internal_port = _free_port(), _free_port()
+    clients_port, internal_port = free_port(), free_port()
     broker = BrokerProcess(tmp_path / "broker", overrides={
         "listeners": f"CLIENTS://127.0.0.1:{clients_port},INTERNAL://127.0.0.1:{internal_port}",
         "advertised.listeners": f"CLIENTS://localhost:{clients_port},INTERNAL://127.0.0.1:{internal_port}",
@@ -61,7 +61,7 @@ def _tls_broker(tmp_path, client_auth: str = "none", **more: str):
     from trafka.broker.security.dev_certs import create_dev_certificates
 
     certs = create_dev_certificates(tmp_path / "certs", clients={"alice": "CN=alice,OU=ServiceUsers,O=trafka"})
-    plain_port, tls_port = _free_port(), _free_port()
+    plain_port, tls_port = free_port(), free_port()
     settings = {f"listener.name.ssl.{name}": value for name, value in certs.listener_settings(client_auth=client_auth).items()}
     broker = BrokerProcess(tmp_path / "broker", overrides={
         "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}",

@@ -4,19 +4,13 @@ API, record bytes in and out per topic, each partition's log, connections, and c
 from __future__ import annotations
 
 import re
-import socket
 import urllib.request
 
 from confluent_kafka import Consumer
 
 from compat_tests.clients import ConfluentClient, numbered_messages
 from compat_tests.harness import wait_until
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from compat_tests.ports import free_port
 
 
 def _value(text: str, name: str, **labels: str) -> float | None:
@@ -27,7 +21,7 @@ def _value(text: str, name: str, **labels: str) -> float | None:
 
 
 def test_metrics_tell_what_clients_did(broker_factory, topic):
-    port = _free_port()
+    port = free_port()
     broker = broker_factory({"metrics.port": port})
     name = topic(partitions=2, on=broker)
     client = ConfluentClient(broker.bootstrap)
@@ -70,7 +64,7 @@ def test_without_metrics_port_nothing_listens(broker_factory):
 def test_a_cluster_leader_counts_its_under_replicated_partitions(zookeeper, tmp_path):
     from compat_tests.cluster import start_cluster, wait, wait_until_registered
 
-    ports = {node_id: _free_port() for node_id in (1, 2, 3)}
+    ports = {node_id: free_port() for node_id in (1, 2, 3)}
     cluster = start_cluster(zookeeper, tmp_path)
     try:
         for broker in cluster.brokers:  # each broker its own metrics port
@@ -101,7 +95,7 @@ def test_authentications_are_counted_per_listener_mechanism_and_outcome(broker_f
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    port, sasl_port = _free_port(), _free_port()
+    port, sasl_port = free_port(), free_port()
     broker = broker_factory({
         "metrics.port": port,
         "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",

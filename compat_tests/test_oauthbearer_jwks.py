@@ -46,11 +46,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from compat_tests.clients import JavaDriver, KafkajsClient, Message
 from compat_tests.harness import BrokerProcess
+from compat_tests.ports import free_port
 from compat_tests.security import (
     OAUTH_JAAS,
     IdentityProvider,
     aiokafka_round_trip,
-    free_port,
     jwk_of,
     jwks_json,
     round_trip,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import uuid
 from compat_tests.clients import ConfluentClient, Message
 from compat_tests.cluster import start_cluster
 from compat_tests.harness import BrokerProcess
+from compat_tests.ports import free_port
 from compat_tests.reference import ZooKeeperModeKafka
 from compat_tests.wire_client import WireClient
 from trafka.wire.messages import (
@@ -167,14 +167,8 @@ def test_request_percentage_throttles_every_api_as_kafka(broker, kafka):
     assert seen["trafka"] == seen["kafka"] == (True, []), seen
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_quotas_kept_across_a_restart_and_throttling_in_the_metrics(broker_factory):
-    port = _free_port()
+    port = free_port()
     process = broker_factory({"metrics.port": port})
     result = quotas_tool(process.bootstrap, "alter", "--entity-type", "clients", "--entity-name", "kept",
                          "--add-config", "producer_byte_rate=10")

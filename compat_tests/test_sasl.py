@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.security import MECHANISMS, OAUTH_JAAS, PLAIN_JAAS
-from compat_tests.security import free_port as _free_port
+from compat_tests.ports import free_port
 from compat_tests.security import round_trip as _round_trip
 from trafka.broker.security.credentials import ScramCredentialStore, from_password
 
@@ -24,7 +24,7 @@ def _sasl_broker(tmp_path, protocol: str = "SASL_PLAINTEXT", **more: object):
     store = ScramCredentialStore.load(data_dir)
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         store.set("bob", mechanism, from_password(mechanism, "bob-secret", 4096))
-    plain_port, sasl_port = _free_port(), _free_port()
+    plain_port, sasl_port = free_port(), free_port()
     name = protocol.lower()
     overrides = {
         "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},{protocol}://127.0.0.1:{sasl_port}",

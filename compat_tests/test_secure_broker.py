@@ -30,7 +30,7 @@ from compat_tests.reference import (
     jars_present,
     write_properties,
 )
-from compat_tests.security import free_port as _free_port
+from compat_tests.ports import free_port
 from compat_tests.security import round_trip
 from trafka.broker.testing import BrokerError, TrafkaBroker
 from trafka.broker.tools.processes import terminate
@@ -251,7 +251,7 @@ def test_command_config_with_a_client_certificate_over_mutual_tls(tmp_path):
     from trafka.broker.security.dev_certs import create_dev_certificates
 
     certs = create_dev_certificates(tmp_path / "certs", clients={"alice": "CN=alice,O=trafka"}, key_type="ec")
-    plain_port, tls_port = _free_port(), _free_port()
+    plain_port, tls_port = free_port(), free_port()
     listener = {f"listener.name.ssl.{k}": v for k, v in certs.listener_settings(client_auth="required").items()}
     broker = BrokerProcess(tmp_path / "broker", overrides={
         "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}", **listener})
@@ -463,7 +463,7 @@ class SaslKafka(KafkaBroker):
         if not jars_present():
             raise ReferenceUnavailable("Apache Kafka's jars are not in compat_tests/reference/lib: "
                                        "run compat_tests/setup.sh")
-        self.port, controller, self.sasl_port = _free_port(), _free_port(), _free_port()
+        self.port, controller, self.sasl_port = free_port(), free_port(), free_port()
         prefix = "listener.name.sasl_ssl."
         write_properties(self.properties_path, self.data_dir, self.port, controller, {
             "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{controller},"

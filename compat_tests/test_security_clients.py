@@ -36,6 +36,7 @@ from confluent_kafka import Producer
 
 from compat_tests.clients import ClientError, JavaDriver, Message
 from compat_tests.harness import BrokerProcess, wait_until
+from compat_tests.ports import free_port
 from compat_tests.security import (
     MECHANISMS,
     OAUTH_JAAS,
@@ -44,7 +45,6 @@ from compat_tests.security import (
     SecureKafkajs,
     add_scram_users,
     aiokafka_round_trip,
-    free_port,
     java_jaas,
     round_trip,
     unsecured_token,

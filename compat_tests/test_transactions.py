@@ -54,10 +54,10 @@ from compat_tests.clients import (
     shared_java_driver,
 )
 from compat_tests.harness import BrokerProcess, wait_until
+from compat_tests.ports import free_port
 from compat_tests.reference import (
     KafkaBroker,
     ReferenceUnavailable,
-    _free_port,
     format_storage,
     java_command,
     jars_present,
@@ -118,7 +118,7 @@ class ReferenceKafka(KafkaBroker):
         if not jars_present() or shutil.which("java") is None:
             raise ReferenceUnavailable("Apache Kafka's jars or java are missing: run compat_tests/setup.sh")
         if not self.port:
-            self.port, self.controller_port = _free_port(), _free_port()
+            self.port, self.controller_port = free_port(), free_port()
             write_properties(self.properties_path, self.data_dir, self.port, self.controller_port, self.overrides)
             if not (self.data_dir / "meta.properties").exists():
                 format_storage(self.properties_path)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import re
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -24,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_tests.ports import free_port
 from compat_tests.process import ChildProcess
 
 HERE = Path(__file__).resolve().parent
@@ -129,12 +129,6 @@ def finalized_features_epoch(release: str) -> int:
 # ------------------------------------------------------------------------------------------ real brokers
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
 def broker_lib(release: str) -> Path:
     return BROKERS / release / "lib"
 
@@ -202,7 +196,7 @@ class KafkaRelease(ChildProcess):
         if not broker_available(self.release):
             raise KafkaVersionsUnavailable(f"Apache Kafka {self.release}'s jars are not in {broker_lib(self.release)}: "
                                            f"run compat_tests/kafka_versions/setup.sh {self.release}")
-        self.port = _free_port()
+        self.port = free_port()
         properties = {
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "1",
@@ -213,7 +207,7 @@ class KafkaRelease(ChildProcess):
         }
         kraft = mode(self.release) == "kraft"
         if kraft:
-            controller_port = _free_port()
+            controller_port = free_port()
             properties.update({
                 "process.roles": "broker,controller",
                 "node.id": "1",

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from compat_tests.ports import free_port
 from compat_tests.process import ChildProcess
 
 HERE = Path(__file__).resolve().parent
@@ -44,12 +44,6 @@ DEFAULT_PROPERTIES = {
 
 class ReferenceUnavailable(RuntimeError):
     """Apache Kafka cannot be started here: its jars or java are missing (the message says which)."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def _cluster_id() -> str:
@@ -93,11 +87,11 @@ class KafkaBroker(ChildProcess):
             raise ReferenceUnavailable(f"Apache Kafka's jars are not in {LIB}: run compat_tests/setup.sh")
         if not _has_java():
             raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
-        self.port = _free_port()
-        self.ports = {name: self.ports.get(name) or _free_port() for name in self.listeners}
+        self.port = free_port()
+        self.ports = {name: self.ports.get(name) or free_port() for name in self.listeners}
         overrides = dict(self.overrides)
         if self.listeners:
-            controller_port = _free_port()
+            controller_port = free_port()
             extra = ",".join(f"{name}://{HOST}:{port}" for name, port in self.ports.items())
             overrides.setdefault("listeners", f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{controller_port},"
                                               f"{extra}")
@@ -105,7 +99,7 @@ class KafkaBroker(ChildProcess):
             overrides.setdefault("listener.security.protocol.map", "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT," + ",".join(
                 f"{name}:{protocol}" for name, protocol in self.listeners.items()))
         else:
-            controller_port = _free_port()
+            controller_port = free_port()
         write_properties(self.properties_path, self.data_dir, self.port, controller_port, overrides)
         if not (self.data_dir / "meta.properties").exists():
             format_storage(self.properties_path, scram_users=self.scram_users)
@@ -183,7 +177,7 @@ class ZooKeeperModeKafka(KafkaBroker):
             raise ReferenceUnavailable(f"Apache Kafka 3.9's jars are not in {ZK_MODE_LIB}: run compat_tests/setup.sh")
         if not _has_java():
             raise ReferenceUnavailable("java is not installed: run compat_tests/setup.sh")
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         properties = {**ZK_MODE_PROPERTIES, "broker.id": self.broker_id, "zookeeper.connect": self.zookeeper,
                       "listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
                       **self.overrides}

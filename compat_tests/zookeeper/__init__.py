@@ -11,13 +11,13 @@ file next to the data directory, shown by failing tests as trafka's are.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, free_port, serves_clients
+from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, serves_clients
+from compat_tests.ports import free_port, port_is_free
 from compat_tests.process import ChildProcess
 
 HERE = Path(__file__).resolve().parent
@@ -40,17 +40,6 @@ class ZooKeeperUnavailable(RuntimeError):
 
 class ZooKeeperStartError(RuntimeError):
     """The ZooKeeper process exited, or did not serve clients in time, instead of starting."""
-
-
-def _port_is_free(port: int) -> bool:
-    """Whether a server may listen on HOST at ``port`` (as ZooKeeper does, with SO_REUSEADDR)."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 class ZooKeeperServer(ChildProcess):
@@ -119,7 +108,7 @@ class ZooKeeperServer(ChildProcess):
 
     def _wait_for_port(self) -> None:
         deadline = time.monotonic() + PORT_TIMEOUT
-        while not _port_is_free(self.port):
+        while not port_is_free(HOST, self.port):
             if time.monotonic() > deadline:
                 raise ZooKeeperStartError(
                     f"{self.name} cannot start again: another socket holds {self.connect_string}")
