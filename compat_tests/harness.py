@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from compat_tests.ports import free_port, port_is_free
-from trafka.broker.testing import FORK_SERVER
+from compat_tests.ports import free_port
+from trafka.broker.testing import FORK_SERVER, port_is_free
 from trafka.broker.testing.forkserver import ForkedBroker
 from trafka.broker.tools.processes import terminate
 
@@ -154,7 +154,7 @@ class BrokerProcess:
         if self.running:
             self.kill() if crash else self.stop()
         old_port = self.port
-        if old_port and port_is_free(self.host, old_port):
+        if old_port and port_is_free(old_port, self.host):
             try:
                 return self.start(old_port)
             except BrokerStartError:

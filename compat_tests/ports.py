@@ -9,7 +9,8 @@ the range, so a port found free here stays free for its server.
 from __future__ import annotations
 
 import random
-import socket
+
+from trafka.broker.testing import port_is_free
 
 _CHANCE = random.Random()
 
@@ -29,17 +30,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     low = ephemeral_low()
     for _ in range(1000):
         port = _CHANCE.randrange(max(1024, low // 2), low)
-        if port_is_free(host, port):
+        if port_is_free(port, host):
             return port
     raise RuntimeError(f"no free port below {low} on {host}")
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """Whether a server may listen on ``host`` at ``port`` (with SO_REUSEADDR, as servers bind)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True

@@ -153,7 +153,7 @@ class TrafkaBroker:
                 time.sleep(0.5)
 
     def _start_once(self) -> TrafkaBroker:
-        port = self.port if self.port and _port_is_free(self.port) else 0
+        port = self.port if self.port and port_is_free(self.port) else 0
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = ["--host", self.host, "--port", str(port), "--data-dir", str(self.data_dir), "--control-port", "0"]
         for key, value in self.properties.items():
@@ -703,11 +703,12 @@ def _create_topic(bootstrap: str, name: str, partitions: int, replication_factor
     return name
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """Whether a server may listen on ``host`` at ``port`` (binding with SO_REUSEADDR, as servers do)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((HOST, port))
+            probe.bind((host, port))
         except OSError:
             return False
     return True

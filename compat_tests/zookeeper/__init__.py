@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, serves_clients
-from compat_tests.ports import free_port, port_is_free
+from compat_tests.ports import free_port
 from compat_tests.process import ChildProcess
+from trafka.broker.testing import port_is_free
+from trafka.broker.tools.zookeeper_server import SERVER_CONFIG, four_letter_word, serves_clients
 
 HERE = Path(__file__).resolve().parent
 LIB = HERE / "lib"
@@ -108,7 +109,7 @@ class ZooKeeperServer(ChildProcess):
 
     def _wait_for_port(self) -> None:
         deadline = time.monotonic() + PORT_TIMEOUT
-        while not port_is_free(HOST, self.port):
+        while not port_is_free(self.port):
             if time.monotonic() > deadline:
                 raise ZooKeeperStartError(
                     f"{self.name} cannot start again: another socket holds {self.connect_string}")
