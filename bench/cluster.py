@@ -727,6 +727,11 @@ def report(plan: ClusterPlan, document: dict[str, Any]) -> str:
             lines.append(f"RF3 acks=all / single-node acks=1: {', '.join(f'{r:.2f}x' for r in ratios)} "
                          f"(cells as above; cores: brokers' / client's, on average over each run)")
         lines += ["", *_cpu_per_mb_table(produce, document.get("machine", {}).get("cpu_cores"))]
+        page_cache = document.get("machine", {}).get("page_cache_writes")
+        if page_cache:
+            lines += ["", f"{machine.page_cache_line(page_cache)} Three replicas store every byte three times: "
+                          f"into memory not used lately, the cluster stores at most about "
+                          f"{page_cache['new_memory_mb_per_s'] / 3:,.0f} MB/s, whatever its CPU."]
         lines.append("")
         lines += _kafka_table(produce, fmt, results.get("kafka_error"))
     latency = results.get("produce_latency", {})
@@ -780,6 +785,8 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     zookeeper_available()
     brokers.byte_compile_trafka()
+    page_cache = machine.page_cache_write_speed(tempfile.gettempdir())
+    print(f"bench: {machine.page_cache_line(page_cache)}", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(KeyboardInterrupt()))
     started_at = datetime.datetime.now(datetime.timezone.utc)
@@ -842,7 +849,7 @@ def main(argv: list[str] | None = None, quick: bool = False, output: Path | None
         "started_at": started_at.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1),
         "command": "python -m bench --cluster" + (" --quick" if args.quick else ""),
-        "machine": machine.describe({"trafka": version}),
+        "machine": {**machine.describe({"trafka": version}), "page_cache_writes": page_cache},
         "plan": asdict(plan),
         "settings": settings(plan),
         "results": results,

@@ -662,10 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     report = f"{table(plan, by_broker)}\n\n{cpu_table(plan, by_broker)}\n\n"
     if goals:
         report += f"{targets_table(goals)}\n\n"
-    report += (
-        f"Page-cache writes on this machine (1 MiB writes, no fsync): {page_cache['new_memory_mb_per_s']:,} MB/s "
-        f"on memory not used lately, {page_cache['recycled_memory_mb_per_s']:,} MB/s on memory just freed.\n"
-    )
+    report += machine.page_cache_line(page_cache) + "\n"
     print(report)
     output = args.output or RESULTS_DIR / f"{started_at:%Y-%m-%d}-{plan.mode}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
