@@ -92,7 +92,7 @@ def page_cache_write_speed(directory: str, size: int = 1 << 30) -> dict[str, flo
         if label == "new_memory_mb_per_s":
             second_half = rates[len(rates) // 2:]
             speeds[label] = round(len(second_half) / sum(1 / rate for rate in second_half))
-            fast = next((i for i, rate in enumerate(rates) if rate < rates[0] / 2), len(rates))
+            fast = next((i for i, rate in enumerate(rates) if rate < 2 * speeds[label]), len(rates))
             speeds["fast_first_mb"] = round(fast * step / MB)
         else:
             speeds[label] = round(len(rates) / sum(1 / rate for rate in rates))
@@ -101,7 +101,7 @@ def page_cache_write_speed(directory: str, size: int = 1 << 30) -> dict[str, flo
 
 def page_cache_line(speeds: dict[str, float]) -> str:
     """The report's sentence on :func:`page_cache_write_speed`."""
-    fast = f" (after the first {speeds['fast_first_mb']:,} MB, which went faster)" if "fast_first_mb" in speeds else ""
+    fast = f" (after the first {speeds['fast_first_mb']:,} MB, which went faster)" if speeds.get("fast_first_mb") else ""
     return (f"Page-cache writes on this machine (1 MiB writes, no fsync): {speeds['new_memory_mb_per_s']:,} MB/s on "
             f"memory not used lately{fast}, {speeds['recycled_memory_mb_per_s']:,} MB/s on memory just freed.")
 
