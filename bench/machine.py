@@ -101,7 +101,8 @@ def page_cache_write_speed(directory: str, size: int = 1 << 30) -> dict[str, flo
 
 def page_cache_line(speeds: dict[str, float]) -> str:
     """The report's sentence on :func:`page_cache_write_speed`."""
-    fast = f" (after the first {speeds['fast_first_mb']:,} MB, which went faster)" if speeds.get("fast_first_mb") else ""
+    fast_mb = speeds.get("fast_first_mb")
+    fast = f" (after the first {fast_mb:,} MB, which went faster)" if fast_mb else ""
     return (f"Page-cache writes on this machine (1 MiB writes, no fsync): {speeds['new_memory_mb_per_s']:,} MB/s on "
             f"memory not used lately{fast}, {speeds['recycled_memory_mb_per_s']:,} MB/s on memory just freed.")
 
