@@ -111,3 +111,16 @@ def test_a_controller_out_of_zookeepers_reach_answers_an_error_and_serves_on(tmp
     finally:
         cluster.close()
         zookeeper.stop()
+
+
+def test_a_broker_stops_on_sigterm_with_its_zookeeper_gone(tmp_path: Path):
+    zookeeper = ZooKeeperServer(tmp_path / "zookeeper" / "data", name="private-zookeeper").start()
+    cluster = start_cluster(zookeeper, tmp_path / "cluster", node_ids=(1,))
+    try:
+        zookeeper.kill()
+        time.sleep(1)  # the broker sees its session's connection go, and reads wait for a reconnection
+        # Its calls to ZooKeeper wait for a ZooKeeper that is not coming back: shutdown must not wait for them.
+        assert cluster.brokers[0].stop() == 0
+    finally:
+        cluster.close()
+        zookeeper.stop()

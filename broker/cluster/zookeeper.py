@@ -283,7 +283,7 @@ class ZooKeeperCluster:
         hosts, chroot = split_connect(self.connect)
         client = self._client = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000)
         try:
-            await trio.to_thread.run_sync(self._join, client, chroot)
+            await trio.to_thread.run_sync(self._join, client, chroot, abandon_on_cancel=True)
             self._full = True
             while not await self._follow(client):
                 await self._next_wakeup()
@@ -292,6 +292,8 @@ class ZooKeeperCluster:
                 await self._next_wakeup()
                 await self._follow(client)
         finally:
+            # A call still waiting in a worker thread for a ZooKeeper out of reach was abandoned by the
+            # cancellation (kazoo's calls wait for a reconnection): closing the client fails it.
             self._leaving = True
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_close, client)
@@ -324,7 +326,7 @@ class ZooKeeperCluster:
         paths, full, rescan = self._dirty, self._full, self._rescan
         self._dirty, self._full, self._rescan = set(), False, False
         try:
-            reading = await trio.to_thread.run_sync(self._read, client, paths, full)
+            reading = await trio.to_thread.run_sync(self._read, client, paths, full, abandon_on_cancel=True)
         except _CONNECTION_ERRORS as exc:
             # Between sessions: the state listener wakes this task again once reconnected.
             log.debug("broker %d: ZooKeeper unavailable while following the cluster: %r", self.node_id, exc)
@@ -942,7 +944,8 @@ class ZooKeeperCluster:
             if not keys and not deletions:
                 return
         try:
-            written = await trio.to_thread.run_sync(self._control_round, client, keys, deletions)
+            written = await trio.to_thread.run_sync(self._control_round, client, keys, deletions,
+                                                    abandon_on_cancel=True)
         except _Fenced:
             log.error("broker %d: its controller epoch %d is stale (/controller_epoch moved): its write was "
                       "refused; it stops acting as the controller", self.node_id, self._epoch_as_controller)
@@ -1188,7 +1191,7 @@ async def _in_worker(what: str, function: Callable[..., _T], *args: object) -> _
     """``function(*args)`` in a worker thread, ZooKeeper out of reach a CoordinationError (a write whose
     answer was lost may or may not have been made)."""
     try:
-        return await trio.to_thread.run_sync(function, *args)
+        return await trio.to_thread.run_sync(function, *args, abandon_on_cancel=True)
     except _CONNECTION_ERRORS as exc:
         raise CoordinationError(f"{what}: ZooKeeper unavailable: {exc!r}") from exc
 
